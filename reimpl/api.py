@@ -1,0 +1,101 @@
+"""Public API: aten's contracts on torch CUDA tensors, computed by the mirror.
+
+    native_layer_norm(input, normalized_shape, weight, bias, eps) -> (out, mean, rstd)
+    fused_rms_norm(input, normalized_shape, weight, eps)           -> (out, rstd)
+    layer_norm(...) / rms_norm(...)                                 torch.nn.functional's signatures
+
+What the dispatcher does before upstream's code runs (device checks, the device guard) is done here.
+Kernels run on torch's current stream; nothing here synchronizes with the host or copies data.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from .layer_norm_checks import TORCH_CHECK, TorchCheckError, fmt_shape
+from .layer_norm_kernel import _fused_rms_norm_cuda, layer_norm_cuda
+
+
+def _as_shape(normalized_shape) -> tuple[int, ...]:
+    if isinstance(normalized_shape, int):
+        return (normalized_shape,)
+    return tuple(normalized_shape)
+
+
+def _check_devices(method: str, **tensors) -> None:
+    """The dispatcher's common-device check, then our own: this mirror runs on CUDA only."""
+    common = None
+    for name, t in tensors.items():
+        if t is None:
+            continue
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"reimpl.{method}(): argument '{name}' must be a Tensor, not {type(t).__name__}")
+        if common is None:
+            common, first = t.device, name
+        elif t.device != common:
+            raise TorchCheckError(
+                f"Expected all tensors to be on the same device, but got {name} is on {t.device}, "
+                f"different from other tensors on {common} (when checking argument in method "
+                f"wrapper_CUDA__{method})")
+    if common.type != "cuda":
+        raise TorchCheckError(f"reimpl.{method}(): expected CUDA tensors, but got {first} on {common} "
+                              "(this repository mirrors torch's CUDA kernels only)")
+
+
+def _guard(device: torch.device):
+    """The dispatcher's DeviceGuard: run on the input's GPU (a no-op when it is already current)."""
+    if device.index is None or device.index == torch.cuda.current_device():
+        return contextlib.nullcontext()
+    return torch.cuda.device(device.index)
+
+
+def native_layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
+    """torch.ops.aten.native_layer_norm: returns (out, mean, rstd); mean/rstd keep the leading dims."""
+    _check_devices("native_layer_norm", input=input, weight=weight, bias=bias)
+    with _guard(input.device):
+        return layer_norm_cuda(input, _as_shape(normalized_shape), weight, bias, float(eps))
+
+
+def fused_rms_norm(input, normalized_shape, weight=None, eps: float | None = None):
+    """torch.ops.aten._fused_rms_norm: returns (out, rstd)."""
+    _check_devices("_fused_rms_norm", input=input, weight=weight)
+    with _guard(input.device):
+        return _fused_rms_norm_cuda(input, _as_shape(normalized_shape), weight,
+                                    None if eps is None else float(eps))
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
+    """torch.nn.functional.layer_norm."""
+    return native_layer_norm(input, normalized_shape, weight, bias, eps)[0]
+
+
+# --8<-- [start:_check_rms_norm_inputs]
+# upstream: aten/src/ATen/native/layer_norm.h#L?-L?
+# docs: upstream/layer_norm.md#_check_rms_norm_inputs
+def _check_rms_norm_inputs(input, normalized_shape, weight) -> None:
+    """aten::rms_norm's own shape checks, run before it calls _fused_rms_norm."""
+    normalized_ndim = len(normalized_shape)
+    if normalized_ndim < 1:
+        TORCH_CHECK(False, "Expected normalized_shape to be at least 1-dimensional, i.e., ",
+                    "containing at least one element, but got normalized_shape = ", fmt_shape(normalized_shape))
+    if weight is not None and tuple(weight.shape) != tuple(normalized_shape):
+        TORCH_CHECK(False, "Expected weight to be of same shape as normalized_shape, but got ",
+                    "weight of shape ", fmt_shape(weight.shape), " and normalized_shape = ",
+                    fmt_shape(normalized_shape))
+    input_ndim = input.dim()
+    if input_ndim < normalized_ndim:
+        raise ValueError(f"Input tensor must have at least {normalized_ndim} dimensions, but got {input_ndim}")
+    if tuple(input.shape[input_ndim - normalized_ndim:]) != tuple(normalized_shape):
+        TORCH_CHECK(False, f"Given normalized_shape={fmt_shape(normalized_shape)}, expected input with shape [*"
+                    + ", ".join([""] + [str(s) for s in normalized_shape])
+                    + f"], but got input of size{fmt_shape(input.shape)}")
+# --8<-- [end:_check_rms_norm_inputs]
+
+
+def rms_norm(input, normalized_shape, weight=None, eps: float | None = None):
+    """torch.nn.functional.rms_norm (on CUDA, aten::rms_norm calls _fused_rms_norm)."""
+    normalized_shape = _as_shape(normalized_shape)
+    _check_devices("_fused_rms_norm", input=input, weight=weight)
+    _check_rms_norm_inputs(input, normalized_shape, weight)
+    return fused_rms_norm(input, normalized_shape, weight, eps)[0]

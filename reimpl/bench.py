@@ -1,0 +1,114 @@
+"""Benchmark: GPU time of the mirror against torch, side by side in one run, and host overhead.
+
+GPU time: median of CUDA-event timings over many launches, ours and torch interleaved per round so
+both see the same clocks and caches. Host overhead: wall time per call for a small problem
+(8 x 1024), where the launch path, not the kernel, sets the pace. Writes a Markdown table.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+
+SHAPES = ((4096, 1024), (16384, 4096), (32768, 8192), (65536, 768))
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def _gpu_ms(fn, reps: int) -> list[float]:
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return times
+
+
+def gpu_time(fns: dict, reps: int = 50, rounds: int = 5) -> dict[str, float]:
+    """Median milliseconds per call for each fn, interleaved in rounds."""
+    for fn in fns.values():
+        for _ in range(3):
+            fn()
+    torch.cuda.synchronize()
+    samples = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            samples[k] += _gpu_ms(fn, reps)
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def host_us(fns: dict, calls: int = 2000, rounds: int = 7) -> dict[str, float]:
+    """Median microseconds of host time per call (the GPU keeps up: the kernels are tiny)."""
+    out = {k: [] for k in fns}
+    for fn in fns.values():
+        for _ in range(100):
+            fn()
+    torch.cuda.synchronize()
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            t1 = time.perf_counter()
+            torch.cuda.synchronize()
+            out[k].append((t1 - t0) / calls * 1e6)
+    return {k: statistics.median(v) for k, v in out.items()}
+
+
+def run() -> str:
+    import reimpl
+    from reimpl.record import stamp
+    import cupy
+    lines = []
+    st = stamp()
+    lines.append(f"Device: {st['device']}; torch {st['torch']} (git {st['git'][:12]}), CUDA {st['cuda']}, "
+                 f"CuPy {cupy.__version__}; date {st['date']}.")
+    lines.append("")
+    lines.append("GPU time per forward call, median of CUDA-event timings (5 rounds x 50, interleaved). "
+                 "GB/s counts one read and one write of x.")
+    lines.append("")
+    lines.append("| op | dtype | M x N | torch us | ours us | ours/torch | torch GB/s | ours GB/s |")
+    lines.append("|---|---|---|---|---|---|---|---|")
+    worst = 0.0
+    for op in ("layer_norm", "rms_norm"):
+        for dname, dtype in DTYPES.items():
+            for m, n in SHAPES:
+                x = torch.randn(m, n, device="cuda", dtype=dtype)
+                w = torch.randn(n, device="cuda", dtype=dtype)
+                b = torch.randn(n, device="cuda", dtype=dtype)
+                if op == "layer_norm":
+                    fns = {"torch": lambda: torch.ops.aten.native_layer_norm(x, [n], w, b, 1e-5),
+                           "ours": lambda: reimpl.native_layer_norm(x, (n,), w, b, 1e-5)}
+                else:
+                    fns = {"torch": lambda: torch.ops.aten._fused_rms_norm(x, [n], w, 1e-5),
+                           "ours": lambda: reimpl.fused_rms_norm(x, (n,), w, 1e-5)}
+                t = gpu_time(fns)
+                gb = 2 * x.numel() * x.element_size() / 1e9
+                ratio = t["ours"] / t["torch"]
+                worst = max(worst, ratio)
+                lines.append(f"| {op} | {dname} | {m} x {n} | {t['torch']*1e3:.1f} | {t['ours']*1e3:.1f} | "
+                             f"{ratio:.3f} | {gb / (t['torch']/1e3):.0f} | {gb / (t['ours']/1e3):.0f} |")
+                del x, w, b
+    lines.append("")
+    lines.append(f"Worst ours/torch GPU-time ratio: {worst:.3f}.")
+    lines.append("")
+    x = torch.randn(8, 1024, device="cuda")
+    w = torch.randn(1024, device="cuda")
+    b = torch.randn(1024, device="cuda")
+    h = host_us({"torch F.layer_norm": lambda: torch.nn.functional.layer_norm(x, (1024,), w, b),
+                 "ours reimpl.layer_norm": lambda: reimpl.layer_norm(x, (1024,), w, b),
+                 "torch aten.native_layer_norm": lambda: torch.ops.aten.native_layer_norm(x, [1024], w, b, 1e-5),
+                 "ours reimpl.native_layer_norm": lambda: reimpl.native_layer_norm(x, (1024,), w, b, 1e-5)})
+    lines.append("Host time per call at 8 x 1024 fp32 (median of 7 rounds of 2000 calls):")
+    lines.append("")
+    lines.append("| call | us per call |")
+    lines.append("|---|---|")
+    for k, v in h.items():
+        lines.append(f"| {k} | {v:.1f} |")
+    lines.append("")
+    lines.append(f"Host overhead ratio (reimpl.layer_norm / F.layer_norm): "
+                 f"{h['ours reimpl.layer_norm'] / h['torch F.layer_norm']:.2f}.")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,99 @@
+"""Compile the CUDA mirror (reimpl/cuda/) with NVRTC, with torch's numerics, and cache the cubin.
+
+Numerics options, stated explicitly even where they are NVRTC's defaults, because they decide bits:
+  -ftz=false        keep subnormals (torch builds without fast math; CuPy's own path adds -ftz=true)
+  -prec-div=true    IEEE division and reciprocal (`1.f / x` is correctly rounded)
+  -prec-sqrt=true   IEEE square root
+  -fmad=true        let the compiler contract a*b+c into one FMA, as nvcc does for torch
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import nvrtc
+from .kernels import Kernel, all_instantiations
+
+CUDA_DIR = Path(__file__).parent / "cuda"
+MAIN_SOURCE = "layer_norm_kernel.cu"
+NUMERICS_OPTIONS = ["-ftz=false", "-prec-div=true", "-prec-sqrt=true", "-fmad=true"]
+# 177 "declared but never referenced": upstream defines entities some instantiations never use
+# (WelfordDataLN's default constructor, kWarpSize in the forward-only program).
+DIAGNOSTIC_OPTIONS = ["-diag-suppress=177"]
+
+
+def cuda_include_dir() -> str:
+    """A directory holding cuda_fp16.h / cuda_bf16.h (the CUDA toolkit's, or pip's nvidia-cuda-runtime)."""
+    candidates = []
+    if os.environ.get("REIMPL_CUDA_INCLUDE"):
+        candidates.append(os.environ["REIMPL_CUDA_INCLUDE"])
+    for env in ("CUDA_PATH", "CUDA_HOME"):
+        if os.environ.get(env):
+            candidates.append(os.path.join(os.environ[env], "include"))
+    candidates += ["/usr/local/cuda/include", "/usr/local/cuda/targets/x86_64-linux/include"]
+    candidates += [os.path.join(p, "nvidia", "cu13", "include") for p in sys.path]
+    for c in candidates:
+        if os.path.isfile(os.path.join(c, "cuda_fp16.h")) and os.path.isfile(os.path.join(c, "cuda_bf16.h")):
+            return c
+    raise nvrtc.NVRTCError("cuda_fp16.h not found: install the CUDA toolkit or `pip install nvidia-cuda-runtime`, "
+                           "or set REIMPL_CUDA_INCLUDE")
+
+
+def compile_options(arch: str, extra: tuple[str, ...] = ()) -> list[str]:
+    return [f"--gpu-architecture={arch}", "-std=c++17", *NUMERICS_OPTIONS, *DIAGNOSTIC_OPTIONS,
+            f"-I{CUDA_DIR}", f"-I{cuda_include_dir()}", *extra]
+
+
+def source_digest() -> str:
+    h = hashlib.sha256()
+    for p in sorted(CUDA_DIR.iterdir()):
+        if p.suffix in (".cu", ".cuh", ".h"):
+            h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("REIMPL_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "reimpl-layernorm")
+    return Path(base)
+
+
+@dataclass
+class Program:
+    arch: str
+    cubin: bytes
+    lowered: dict[str, str]  # Kernel.expr -> mangled name
+    log: str
+    from_cache: bool
+
+
+def build(arch: str, kernels: list[Kernel] | None = None, extra_options: tuple[str, ...] = (),
+          use_cache: bool = True) -> Program:
+    """Compile MAIN_SOURCE for `arch` (e.g. "sm_90") with every kernel in `kernels` instantiated."""
+    kernels = all_instantiations() if kernels is None else kernels
+    exprs = [k.expr for k in kernels]
+    options = compile_options(arch, extra_options)
+    key_src = json.dumps({"src": source_digest(), "opts": options, "exprs": exprs,
+                          "nvrtc": nvrtc.version()}, sort_keys=True)
+    key = hashlib.sha256(key_src.encode()).hexdigest()[:32]
+    path = cache_dir() / f"{arch}-{key}"
+    if use_cache and (path / "kernels.cubin").is_file():
+        meta = json.loads((path / "meta.json").read_text())
+        return Program(arch, (path / "kernels.cubin").read_bytes(), meta["lowered"], meta["log"], True)
+    source = (CUDA_DIR / MAIN_SOURCE).read_text()
+    res = nvrtc.compile_program(source, MAIN_SOURCE, options, exprs)
+    if use_cache:
+        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+        tmp.mkdir(parents=True, exist_ok=True)
+        (tmp / "kernels.cubin").write_bytes(res.cubin)
+        (tmp / "meta.json").write_text(json.dumps({"lowered": res.lowered_names, "log": res.log,
+                                                   "options": options}, indent=1))
+        try:
+            os.replace(tmp, path)
+        except OSError:  # another process won the race; its copy is identical
+            pass
+    return Program(arch, res.cubin, res.lowered_names, res.log, False)

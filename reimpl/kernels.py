@@ -1,0 +1,98 @@
+"""The CUDA kernels of the mirror as Python objects: C types, kernel templates and the
+instantiations we compile. A `Kernel` prints exactly as torch's profiler names the upstream
+kernel (``vectorized_layer_norm_kernel<c10::BFloat16, float, false>``), which is how launch
+plans are compared with torch's recorded launches.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class CType:
+    """A C++ scalar type as the kernels see it: its spelling, size and NumPy twin (for scalars)."""
+    name: str
+    itemsize: int
+    np_scalar: type | None
+
+    def __str__(self) -> str:
+        return self.name
+
+
+float_ = CType("float", 4, np.float32)
+double = CType("double", 8, np.float64)
+Half = CType("c10::Half", 2, None)
+BFloat16 = CType("c10::BFloat16", 2, None)
+
+
+def sizeof(t: CType) -> int:
+    return t.itemsize
+
+
+def _template_arg(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return f"{v}u"  # upstream's tile sizes are `unsigned int` template parameters
+    return str(v)
+
+
+# Parameter kinds of a kernel signature, used to pack launch arguments:
+#   "int" (32-bit), "int64", "T_ACC" (the accumulate type), "ptr" (any pointer; 0 is nullptr).
+@dataclass(frozen=True)
+class KernelTemplate:
+    name: str
+    params: tuple[str, ...]
+
+    def __getitem__(self, targs) -> "Kernel":
+        return Kernel(self, tuple(targs))
+
+
+@dataclass(frozen=True)
+class Kernel:
+    template: KernelTemplate
+    targs: tuple
+
+    @property
+    def name(self) -> str:
+        return f"{self.template.name}<{', '.join(_template_arg(a) for a in self.targs)}>"
+
+    @property
+    def expr(self) -> str:
+        """The NVRTC name expression that instantiates this kernel."""
+        return f"at::native::{self.name}"
+
+    @property
+    def T_ACC(self) -> CType:
+        return self.targs[1]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+# Signatures, in upstream's parameter order (layer_norm_kernel.cu).
+RowwiseMomentsCUDAKernel = KernelTemplate(
+    "RowwiseMomentsCUDAKernel", ("int64", "T_ACC", "ptr", "ptr", "ptr"))
+LayerNormForwardCUDAKernel = KernelTemplate(
+    "LayerNormForwardCUDAKernel", ("int64", "ptr", "ptr", "ptr", "ptr", "ptr", "ptr"))
+vectorized_layer_norm_kernel = KernelTemplate(
+    "vectorized_layer_norm_kernel", ("int", "T_ACC", "ptr", "ptr", "ptr", "ptr", "ptr", "ptr"))
+
+FORWARD_TEMPLATES = (RowwiseMomentsCUDAKernel, LayerNormForwardCUDAKernel, vectorized_layer_norm_kernel)
+
+# (T, T_ACC) pairs of AT_DISPATCH_FLOATING_TYPES_AND2(Half, BFloat16, ...) with acc_type<T, true>.
+DISPATCH_TYPES = ((double, double), (float_, float_), (Half, float_), (BFloat16, float_))
+
+
+def forward_instantiations() -> list[Kernel]:
+    """Every forward kernel torch 2.11 instantiates: 3 templates x 4 dtypes x rms_norm."""
+    return [tmpl[T, T_ACC, rms]
+            for tmpl in FORWARD_TEMPLATES
+            for T, T_ACC in DISPATCH_TYPES
+            for rms in (False, True)]
+
+
+def all_instantiations() -> list[Kernel]:
+    return forward_instantiations()

@@ -1,0 +1,175 @@
+"""Where the host mirror meets a device: the current stream, device properties and kernel launches.
+
+Upstream's host code reaches these through globals (at::cuda::getCurrentCUDAStream(),
+getCurrentDeviceProperties(), the <<<...>>> launch). Our host mirror reaches them through
+`runtime.current`, which is either a `TorchCupyRuntime` (launches for real on torch's current
+stream, kernels loaded into CuPy from our NVRTC cubin) or a `RecordingRuntime` (records each launch;
+runs on a CPU-only machine, which is how launch plans are tested without a GPU).
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .kernels import Kernel
+
+# The H100's limits, used when recording on a machine without a GPU.
+H100_PROPERTIES = {"maxGridSize": (2147483647, 65535, 65535), "warpSize": 32, "multiProcessorCount": 132}
+
+
+@dataclass(frozen=True)
+class Launch:
+    kernel: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared: int
+    stream: int
+
+    def as_dict(self) -> dict:
+        return {"kernel": self.kernel, "grid": list(self.grid), "block": list(self.block), "smem": self.shared}
+
+
+def dim3(x, y=1, z=1) -> tuple[int, int, int]:
+    if isinstance(x, tuple):
+        return tuple((x + (1, 1))[:3])
+    return (int(x), int(y), int(z))
+
+
+def _pack(kernel: Kernel, args) -> tuple:
+    """C-typed kernel arguments: int -> int32, int64, T_ACC -> float32/float64, pointer -> 64 bits."""
+    out = []
+    for kind, a in zip(kernel.template.params, args, strict=True):
+        if kind == "ptr":
+            out.append(np.uint64(a))
+        elif kind == "int":
+            out.append(np.int32(a))
+        elif kind == "int64":
+            out.append(np.int64(a))
+        else:  # "T_ACC"
+            out.append(kernel.T_ACC.np_scalar(a))
+    return tuple(out)
+
+
+class RecordingRuntime:
+    """Runs the host dispatch without a device: launches are recorded, not executed."""
+
+    def __init__(self, properties: dict | None = None):
+        self.properties = dict(properties or H100_PROPERTIES)
+        self.launches: list[Launch] = []
+
+    def getCurrentCUDAStream(self, device_index: int | None = None) -> int:
+        return 0
+
+    def getCurrentDeviceProperties(self) -> dict:
+        return self.properties
+
+    def warp_size(self) -> int:
+        return self.properties["warpSize"]
+
+    def launch(self, kernel: Kernel, grid, block, shared: int, stream: int, *args) -> None:
+        _pack(kernel, args)  # same argument checks as a real launch
+        self.launches.append(Launch(kernel.name, dim3(grid), dim3(block), int(shared), stream))
+
+
+class _Stream:
+    """The one attribute CuPy's Function.__call__ reads from a stream."""
+    __slots__ = ("ptr",)
+
+    def __init__(self, ptr: int):
+        self.ptr = ptr
+
+
+@dataclass
+class _DeviceState:
+    functions: dict = field(default_factory=dict)
+    module: object = None
+    properties: dict | None = None
+
+
+class TorchCupyRuntime:
+    """Launches on torch's current CUDA stream through CuPy, from our NVRTC-compiled cubin."""
+
+    def __init__(self):
+        import torch
+        self._torch = torch
+        self._devices: dict[int, _DeviceState] = {}
+        self._streams: dict[int, _Stream] = {}
+        self.record: list[Launch] | None = None  # set to a list to also record live launches
+
+    def _state(self, device: int) -> _DeviceState:
+        st = self._devices.get(device)
+        if st is None:
+            st = self._devices[device] = _DeviceState()
+        return st
+
+    def getCurrentCUDAStream(self, device_index: int | None = None) -> int:
+        if device_index is None:
+            device_index = self._torch.cuda.current_device()
+        return self._torch._C._cuda_getCurrentRawStream(device_index)
+
+    def getCurrentDeviceProperties(self) -> dict:
+        device = self._torch.cuda.current_device()
+        st = self._state(device)
+        if st.properties is None:
+            import cupy
+            p = cupy.cuda.runtime.getDeviceProperties(device)
+            st.properties = {"maxGridSize": tuple(p["maxGridSize"]), "warpSize": p["warpSize"],
+                             "multiProcessorCount": p["multiProcessorCount"],
+                             "major": p["major"], "minor": p["minor"]}
+        return st.properties
+
+    def warp_size(self) -> int:
+        return self.getCurrentDeviceProperties()["warpSize"]
+
+    def _function(self, device: int, kernel: Kernel):
+        st = self._state(device)
+        fn = st.functions.get(kernel)
+        if fn is None:
+            if st.module is None:
+                st.module = self._load_module(device)
+            prog, module = st.module
+            fn = st.functions[kernel] = module.get_function(prog.lowered[kernel.expr])
+        return fn
+
+    def _load_module(self, device: int):
+        import cupy
+        from . import compile as compile_mod
+        props = self.getCurrentDeviceProperties()
+        prog = compile_mod.build(f"sm_{props['major']}{props['minor']}")
+        with cupy.cuda.Device(device):
+            module = cupy.cuda.function.Module()
+            module.load(prog.cubin)
+        return prog, module
+
+    def launch(self, kernel: Kernel, grid, block, shared: int, stream: int, *args) -> None:
+        device = self._torch.cuda.current_device()
+        fn = self._function(device, kernel)
+        s = self._streams.get(stream)
+        if s is None:
+            s = self._streams[stream] = _Stream(stream)
+        fn(dim3(grid), dim3(block), _pack(kernel, args), shared_mem=shared, stream=s)
+        if self.record is not None:
+            self.record.append(Launch(kernel.name, dim3(grid), dim3(block), int(shared), stream))
+
+
+current: RecordingRuntime | TorchCupyRuntime | None = None
+
+
+def get() -> RecordingRuntime | TorchCupyRuntime:
+    global current
+    if current is None:
+        current = TorchCupyRuntime()
+    return current
+
+
+@contextlib.contextmanager
+def use(rt):
+    """Run the host mirror against `rt` (e.g. a RecordingRuntime) inside the block."""
+    global current
+    saved, current = current, rt
+    try:
+        yield rt
+    finally:
+        current = saved

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The whole GPU check in one call (for the lent H100; any CUDA machine with torch + CuPy works):
+# environment stamp, torch's recorded launches, the GPU test suite with its summary, the benchmark,
+# and torch's own headers for reference/. Results go to $OUT (default: ./gpu-out).
+set -u
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 REIMPL_CACHE_DIR=${REIMPL_CACHE_DIR:-/tmp/reimpl-cache}
+STEPS=${STEPS:-"env record tests bench headers anchor"}
+has() { case " $STEPS " in *" $1 "*) return 0;; esac; return 1; }
+
+if has env; then
+  python3 - > "$OUT/env.json" <<'PY'
+import json, subprocess, torch, cupy
+from reimpl import nvrtc
+from reimpl.record import stamp
+d = stamp()
+d["cupy"] = cupy.__version__
+d["nvrtc"] = ".".join(map(str, nvrtc.version()))
+d["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True).stdout.strip()
+print(json.dumps(d, indent=1))
+PY
+  cat "$OUT/env.json"
+fi
+if has record; then
+  python3 -m reimpl record-launches --out "$OUT/torch_launches_forward.json" || echo "RECORD FAILED"
+fi
+if has tests; then
+  REIMPL_GPU_SUMMARY="$OUT/gpu_summary.json" python3 -m pytest -q -x --maxfail=30 -p no:cacheprovider \
+      ${PYTEST_ARGS:-tests} > "$OUT/pytest.log" 2>&1
+  echo "pytest exit $?"; tail -25 "$OUT/pytest.log"
+fi
+if has bench; then
+  python3 -m reimpl bench --out "$OUT/bench_forward.md" || echo "BENCH FAILED"
+fi
+if has headers; then
+  TI=$(python3 -c "import torch, os; print(os.path.join(os.path.dirname(torch.__file__), 'include'))")
+  tar -C "$TI" -czf "$OUT/torch_headers.tgz" ATen/native/cuda/block_reduce.cuh ATen/native/cuda/thread_constants.h \
+      ATen/native/SharedReduceOps.h ATen/cuda/DeviceUtils.cuh ATen/native/layer_norm.h c10/cuda/CUDAMathCompat.h \
+      ATen/native/cuda/MemoryAccess.cuh 2>&1 | tail -2
+fi
+if has anchor; then
+  # torch's C++ error for M > maxGridSize names the upstream line it was raised from: a check on our line map.
+  TORCH_SHOW_CPP_STACKTRACES=1 python3 - > "$OUT/anchor.txt" 2>&1 <<'PY'
+import torch
+x = torch.empty(2**31, 1, dtype=torch.float16, device="cuda")
+try:
+    torch.ops.aten.native_layer_norm(x, [1], None, None, 1e-5)
+except RuntimeError as e:
+    print(str(e)[:3000])
+PY
+  grep -m3 "layer_norm_kernel.cu" "$OUT/anchor.txt"
+fi

@@ -1,0 +1,79 @@
+"""GPU: bad input gets torch's error (same type, same message), nothing is launched, nothing returned."""
+import pytest
+import torch
+
+import reimpl
+from reimpl import runtime
+
+pytestmark = pytest.mark.gpu
+
+
+def _errors_alike(ours_fn, torch_fn):
+    rt = runtime.get()
+    rt.record = []
+    try:
+        with pytest.raises(Exception) as ours:
+            ours_fn()
+        launched = list(rt.record)
+    finally:
+        rt.record = None
+    with pytest.raises(Exception) as theirs:
+        torch_fn()
+    assert launched == [], "a kernel was launched before the error"
+    return ours.value, theirs.value
+
+
+def _x(*shape, dtype=torch.float32):
+    return torch.randn(*shape, device="cuda").to(dtype)
+
+
+BAD = {
+    "normalized_shape_mismatch": lambda: ((_x(8, 512), (1024,), None, None), {}),
+    "normalized_shape_empty": lambda: ((_x(8, 512), (), None, None), {}),
+    "input_fewer_dims": lambda: ((_x(512), (2, 512), None, None), {}),
+    "weight_shape": lambda: ((_x(8, 512), (512,), _x(256), None), {}),
+    "bias_shape": lambda: ((_x(8, 512), (512,), _x(512), _x(511)), {}),
+    "weight_dtype": lambda: ((_x(8, 512, dtype=torch.float16), (512,), _x(512), None), {}),
+    "bias_dtype": lambda: ((_x(8, 512), (512,), _x(512), _x(512, dtype=torch.float64)), {}),
+    "integer_input": lambda: ((torch.ones(8, 512, dtype=torch.int64, device="cuda"), (512,), None, None), {}),
+    "weight_on_cpu": lambda: ((_x(8, 512), (512,), torch.randn(512), None), {}),
+    "bias_on_cpu": lambda: ((_x(8, 512), (512,), _x(512), torch.randn(512)), {}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_layer_norm_bad_input(name):
+    (x, ns, w, b), _ = BAD[name]()
+    ours, theirs = _errors_alike(lambda: reimpl.native_layer_norm(x, ns, w, b, 1e-5),
+                                 lambda: torch.ops.aten.native_layer_norm(x, list(ns), w, b, 1e-5))
+    assert isinstance(ours, type(theirs)) or type(theirs) in type(ours).__mro__, (type(ours), type(theirs))
+    assert str(ours) == str(theirs).split("\n")[0] or str(theirs).startswith(str(ours)), (str(ours), str(theirs))
+
+
+@pytest.mark.parametrize("name", ["normalized_shape_mismatch", "weight_shape", "weight_dtype", "integer_input",
+                                  "weight_on_cpu", "input_fewer_dims"])
+def test_rms_norm_bad_input(name):
+    (x, ns, w, _b), _ = BAD[name]()
+    ours, theirs = _errors_alike(lambda: reimpl.fused_rms_norm(x, ns, w, 1e-5),
+                                 lambda: torch.ops.aten._fused_rms_norm(x, list(ns), w, 1e-5))
+    assert str(theirs).startswith(str(ours)), (str(ours), str(theirs))
+    ours_f, theirs_f = _errors_alike(lambda: reimpl.rms_norm(x, ns, w, 1e-5),
+                                     lambda: torch.nn.functional.rms_norm(x, list(ns), w, 1e-5))
+    assert str(theirs_f).startswith(str(ours_f)), (str(ours_f), str(theirs_f))
+
+
+def test_cpu_input_is_refused_by_name():
+    with pytest.raises(RuntimeError, match="input.*cpu"):
+        reimpl.native_layer_norm(torch.randn(4, 8), (8,))
+    with pytest.raises(RuntimeError, match="input.*cpu"):
+        reimpl.fused_rms_norm(torch.randn(4, 8), (8,))
+
+
+def test_rows_above_the_grid_limit():
+    # M = 2^31 rows of one element: above maxGridSize[0] = 2^31 - 1. Uninitialised, 4 GiB in fp16.
+    x = torch.empty(2**31, 1, dtype=torch.float16, device="cuda")
+    ours, theirs = _errors_alike(lambda: reimpl.native_layer_norm(x, (1,)),
+                                 lambda: torch.ops.aten.native_layer_norm(x, [1], None, None, 1e-5))
+    assert str(theirs).startswith(str(ours)), (str(ours), str(theirs))
+    del x
+    torch.cuda.empty_cache()

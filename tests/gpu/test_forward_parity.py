@@ -1,0 +1,96 @@
+"""GPU: the mirror's forward gives torch's bits: out, mean and rstd, for LayerNorm and RMSNorm,
+every dtype, both kernel paths, affine or not, edge values, eps, layouts, and a random sweep."""
+import pytest
+import torch
+
+from reimpl import cases
+from tests.conftest import bit_mismatches, record
+
+pytestmark = pytest.mark.gpu
+
+
+def compare(case: cases.Case, group: str) -> list[str]:
+    x, w, b = case.make_inputs("cuda")
+    theirs = case.run_torch(x, w, b)
+    ours = case.run_ours(x, w, b)
+    torch.cuda.synchronize()
+    names = ("out", "mean", "rstd") if case.op == "layer_norm" else ("out", "rstd")
+    assert len(ours) == len(theirs) == len(names)
+    bad, total, elements = [], 0, 0
+    for name, o, t in zip(names, ours, theirs):
+        assert o.shape == t.shape and o.dtype == t.dtype and o.stride() == t.stride(), (name, o.shape, t.shape)
+        n = bit_mismatches(o, t)
+        total += n
+        elements += t.numel()
+        if n:
+            bad.append(f"{case.id}: {name} differs in {n} of {t.numel()} elements")
+    record(group, elements, total)
+    return bad
+
+
+@pytest.mark.parametrize("case", cases.shape_grid(), ids=lambda c: c.id)
+def test_shapes(case):
+    assert compare(case, "shape_grid") == []
+
+
+@pytest.mark.parametrize("case", cases.path_cases(), ids=lambda c: c.id)
+def test_paths(case):
+    assert compare(case, "paths") == []
+
+
+@pytest.mark.parametrize("case", cases.value_cases(), ids=lambda c: c.id)
+def test_values(case):
+    assert compare(case, "values") == []
+
+
+@pytest.mark.parametrize("case", cases.eps_cases(), ids=lambda c: c.id)
+def test_eps(case):
+    assert compare(case, "eps") == []
+
+
+@pytest.mark.parametrize("case", cases.layout_cases(), ids=lambda c: c.id)
+def test_layouts(case):
+    assert compare(case, "layouts") == []
+
+
+def test_random_sweep():
+    bad = []
+    for case in cases.random_cases(2000):
+        bad += compare(case, "random_sweep")
+    assert bad == [], "\n".join(bad[:20])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+def test_functional_forms_match_torch_functional(dtype):
+    import reimpl
+    g = torch.Generator(device="cuda").manual_seed(5)
+    x = torch.randn(3, 5, 96, device="cuda", generator=g).to(dtype)
+    w = torch.randn(96, device="cuda", generator=g).to(dtype)
+    b = torch.randn(96, device="cuda", generator=g).to(dtype)
+    pairs = [(reimpl.layer_norm(x, (96,), w, b), torch.nn.functional.layer_norm(x, (96,), w, b)),
+             (reimpl.layer_norm(x, [96]), torch.nn.functional.layer_norm(x, [96])),
+             (reimpl.rms_norm(x, (96,), w), torch.nn.functional.rms_norm(x, (96,), w)),
+             (reimpl.rms_norm(x, [96], None, 1e-6), torch.nn.functional.rms_norm(x, [96], None, 1e-6))]
+    for o, t in pairs:
+        assert bit_mismatches(o, t) == 0
+
+
+def test_runs_on_the_current_stream():
+    import reimpl
+    from reimpl import runtime
+    x = torch.randn(64, 1024, device="cuda")
+    s = torch.cuda.Stream()
+    rt = runtime.get()
+    rt.record = []
+    try:
+        with torch.cuda.stream(s):
+            torch.cuda._sleep(50_000_000)  # the side stream is busy for a while
+            ours = reimpl.layer_norm(x, (1024,))
+            done = torch.cuda.Event()
+            done.record(s)
+        assert not done.query(), "our kernel finished before the sleep queued ahead of it on the same stream"
+        s.synchronize()
+        assert [l.stream for l in rt.record] == [s.cuda_stream]
+    finally:
+        rt.record = None
+    assert bit_mismatches(ours, torch.nn.functional.layer_norm(x, (1024,))) == 0
