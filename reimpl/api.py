@@ -45,7 +45,7 @@ def _check_devices(method: str, **tensors) -> None:
 
 def _guard(device: torch.device):
     """The dispatcher's DeviceGuard: run on the input's GPU (a no-op when it is already current)."""
-    if device.index is None or device.index == torch.cuda.current_device():
+    if device.index is None or device.index == torch._C._cuda_getDevice():
         return contextlib.nullcontext()
     return torch.cuda.device(device.index)
 
@@ -70,10 +70,10 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
     return native_layer_norm(input, normalized_shape, weight, bias, eps)[0]
 
 
-# --8<-- [start:_check_rms_norm_inputs]
-# upstream: aten/src/ATen/native/layer_norm.h#L?-L?
-# docs: upstream/layer_norm.md#_check_rms_norm_inputs
-def _check_rms_norm_inputs(input, normalized_shape, weight) -> None:
+# --8<-- [start:_check_rms_norm_inputs_symint]
+# upstream: aten/src/ATen/native/layer_norm.h#L15-L50
+# docs: upstream/layer_norm.md#_check_rms_norm_inputs_symint
+def _check_rms_norm_inputs_symint(input, normalized_shape, weight) -> None:
     """aten::rms_norm's own shape checks, run before it calls _fused_rms_norm."""
     normalized_ndim = len(normalized_shape)
     if normalized_ndim < 1:
@@ -87,15 +87,26 @@ def _check_rms_norm_inputs(input, normalized_shape, weight) -> None:
     if input_ndim < normalized_ndim:
         raise ValueError(f"Input tensor must have at least {normalized_ndim} dimensions, but got {input_ndim}")
     if tuple(input.shape[input_ndim - normalized_ndim:]) != tuple(normalized_shape):
+        # c10::Join(", ", ...): no separator after the '*' here, unlike _check_layer_norm_inputs
         TORCH_CHECK(False, f"Given normalized_shape={fmt_shape(normalized_shape)}, expected input with shape [*"
-                    + ", ".join([""] + [str(s) for s in normalized_shape])
+                    + ", ".join(str(s) for s in normalized_shape)
                     + f"], but got input of size{fmt_shape(input.shape)}")
-# --8<-- [end:_check_rms_norm_inputs]
+# --8<-- [end:_check_rms_norm_inputs_symint]
+
+
+class FusedRmsNormUnavailable(NotImplementedError):
+    """aten::rms_norm would not call the fused kernel here (torch runs its composite instead)."""
 
 
 def rms_norm(input, normalized_shape, weight=None, eps: float | None = None):
-    """torch.nn.functional.rms_norm (on CUDA, aten::rms_norm calls _fused_rms_norm)."""
+    """torch.nn.functional.rms_norm. On CUDA, aten::rms_norm calls _fused_rms_norm unless input and
+    weight dtypes differ; then torch computes a composite of elementwise ops, which we do not mirror."""
     normalized_shape = _as_shape(normalized_shape)
     _check_devices("_fused_rms_norm", input=input, weight=weight)
-    _check_rms_norm_inputs(input, normalized_shape, weight)
+    _check_rms_norm_inputs_symint(input, normalized_shape, weight)
+    if weight is not None and weight.dtype != input.dtype:
+        raise FusedRmsNormUnavailable(
+            f"reimpl.rms_norm: input dtype {input.dtype} and weight dtype {weight.dtype} differ; torch does not "
+            "use its fused CUDA kernel for this (it warns and runs a composite), and this repository mirrors "
+            "only the fused kernel")
     return fused_rms_norm(input, normalized_shape, weight, eps)[0]

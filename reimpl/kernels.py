@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # singletons: identity hashing keeps kernel lookups cheap
 class CType:
     """A C++ scalar type as the kernels see it: its spelling, size and NumPy twin (for scalars)."""
     name: str
@@ -41,32 +41,36 @@ def _template_arg(v) -> str:
 
 # Parameter kinds of a kernel signature, used to pack launch arguments:
 #   "int" (32-bit), "int64", "T_ACC" (the accumulate type), "ptr" (any pointer; 0 is nullptr).
-@dataclass(frozen=True)
 class KernelTemplate:
-    name: str
-    params: tuple[str, ...]
+    """`tmpl[T, T_ACC, rms_norm]` is the instantiation, the same object every time."""
+
+    def __init__(self, name: str, params: tuple[str, ...]):
+        self.name = name
+        self.params = params
+        self._instances: dict[tuple, Kernel] = {}
 
     def __getitem__(self, targs) -> "Kernel":
-        return Kernel(self, tuple(targs))
+        k = self._instances.get(targs)
+        if k is None:
+            k = self._instances[targs] = Kernel(self, tuple(targs))
+        return k
+
+    def __repr__(self) -> str:
+        return f"KernelTemplate({self.name!r})"
 
 
-@dataclass(frozen=True)
 class Kernel:
-    template: KernelTemplate
-    targs: tuple
+    """One instantiation: its name as torch's profiler prints it, and its NVRTC name expression."""
 
-    @property
-    def name(self) -> str:
-        return f"{self.template.name}<{', '.join(_template_arg(a) for a in self.targs)}>"
+    def __init__(self, template: KernelTemplate, targs: tuple):
+        self.template = template
+        self.targs = targs
+        self.name = f"{template.name}<{', '.join(_template_arg(a) for a in targs)}>"
+        self.expr = f"at::native::{self.name}"  # instantiates it under NVRTC
+        self.T_ACC: CType = targs[1]
 
-    @property
-    def expr(self) -> str:
-        """The NVRTC name expression that instantiates this kernel."""
-        return f"at::native::{self.name}"
-
-    @property
-    def T_ACC(self) -> CType:
-        return self.targs[1]
+    def __repr__(self) -> str:
+        return f"Kernel({self.name!r})"
 
     def __str__(self) -> str:
         return self.name

@@ -22,7 +22,7 @@ def fmt_shape(shape) -> str:
 
 
 # --8<-- [start:_check_layer_norm_inputs]
-# upstream: aten/src/ATen/native/layer_norm.h#L?-L?
+# upstream: aten/src/ATen/native/layer_norm.h#L52-L102
 # docs: upstream/layer_norm.md#_check_layer_norm_inputs
 def _check_layer_norm_inputs(input, normalized_shape, weight, bias) -> tuple[int, int]:
     """Validate shapes; return (M, N): M rows (leading dims) of N elements (normalized dims)."""

@@ -16,7 +16,7 @@ from .kernels import (BFloat16, Half, RowwiseMomentsCUDAKernel, LayerNormForward
 from .layer_norm_checks import TORCH_CHECK, TorchCheckError, _check_layer_norm_inputs
 
 # --8<-- [start:kCUDANumThreads]
-# upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L?-L?
+# upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L35-L35
 # docs: upstream/layer_norm_kernel.md#kCUDANumThreads
 kCUDANumThreads = 256  # block size of LayerNormForwardCUDAKernel
 # --8<-- [end:kCUDANumThreads]
@@ -64,7 +64,7 @@ def expect_contiguous(t):
 
 
 # --8<-- [start:can_vectorize]
-# upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L?-L?
+# upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L51-L55
 # docs: upstream/layer_norm_kernel.md#can_vectorize
 def can_vectorize(ptr: int, alignment: int) -> bool:
     return ptr % alignment == 0
@@ -72,7 +72,7 @@ def can_vectorize(ptr: int, alignment: int) -> bool:
 
 
 # --8<-- [start:launch_vectorized_layer_norm_kernel]
-# upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L?-L?
+# upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L1019-L1078
 # docs: upstream/layer_norm_kernel.md#launch_vectorized_layer_norm_kernel
 def launch_vectorized_layer_norm_kernel(T, T_ACC, rms_norm,
                                         N, M, eps, X_data, gamma_data, beta_data,
@@ -91,7 +91,7 @@ def launch_vectorized_layer_norm_kernel(T, T_ACC, rms_norm,
 
 
 # --8<-- [start:LayerNormKernelImplInternal]
-# upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L?-L?
+# upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L1080-L1125
 # docs: upstream/layer_norm_kernel.md#LayerNormKernelImplInternal
 def LayerNormKernelImplInternal(T, T_ACC, rms_norm,
                                 X, gamma, beta, M, N, eps, Y, mean, rstd) -> None:
@@ -132,7 +132,8 @@ def _dispatch(X, name: str):
     """AT_DISPATCH_FLOATING_TYPES_AND2(Half, BFloat16, ...): (scalar_t, acc_type<scalar_t, true>)."""
     types = _TORCH_TO_C.get(X.dtype)
     if types is None:
-        raise TorchCheckError(f'"{name}" not implemented for \'{scalar_type_name(X.dtype)}\'')
+        # AT_DISPATCH raises through TORCH_CHECK_NOT_IMPLEMENTED: NotImplementedError in Python
+        raise NotImplementedError(f'"{name}" not implemented for \'{scalar_type_name(X.dtype)}\'')
     return types
 
 
@@ -142,7 +143,7 @@ def _cast_acc(T_ACC, eps: float):
 
 
 # --8<-- [start:LayerNormKernelImpl]
-# upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L?-L?
+# upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L1127-L1147
 # docs: upstream/layer_norm_kernel.md#LayerNormKernelImpl
 def LayerNormKernelImpl(X, gamma, beta, M, N, eps, Y, mean, rstd) -> None:
     scalar_t, acc_t = _dispatch(X, "LayerNormKernelImpl")
@@ -152,7 +153,7 @@ def LayerNormKernelImpl(X, gamma, beta, M, N, eps, Y, mean, rstd) -> None:
 
 
 # --8<-- [start:RmsNormKernelImpl]
-# upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L?-L?
+# upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L1149-L1169
 # docs: upstream/layer_norm_kernel.md#RmsNormKernelImpl
 def RmsNormKernelImpl(X, gamma, M, N, eps, Y, rstd) -> None:
     scalar_t, acc_t = _dispatch(X, "LayerNormKernelImpl")  # upstream reuses LayerNorm's dispatch name
@@ -169,7 +170,7 @@ def _stat_shape(input, normalized_shape) -> list[int]:
 
 
 # --8<-- [start:layer_norm_cuda]
-# upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L?-L?
+# upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L1708-L1759
 # docs: upstream/layer_norm_kernel.md#layer_norm_cuda
 def layer_norm_cuda(input, normalized_shape, weight_opt, bias_opt, eps: float):
     weight = weight_opt
@@ -195,7 +196,7 @@ def layer_norm_cuda(input, normalized_shape, weight_opt, bias_opt, eps: float):
 
 
 # --8<-- [start:_fused_rms_norm_cuda]
-# upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L?-L?
+# upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L1837-L1887
 # docs: upstream/layer_norm_kernel.md#_fused_rms_norm_cuda
 def _fused_rms_norm_cuda(input, normalized_shape, weight_opt, eps):
     weight = weight_opt

@@ -9,6 +9,9 @@ runs on a CPU-only machine, which is how launch plans are tested without a GPU).
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import os
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,8 +35,9 @@ class Launch:
 
 
 def dim3(x, y=1, z=1) -> tuple[int, int, int]:
-    if isinstance(x, tuple):
-        return tuple((x + (1, 1))[:3])
+    """CUDA's dim3: an int or a 1-3 tuple, padded with 1s."""
+    if type(x) is tuple:
+        return x if len(x) == 3 else (x + (1, 1))[:3]
     return (int(x), int(y), int(z))
 
 
@@ -81,19 +85,64 @@ class _Stream:
         self.ptr = ptr
 
 
-@dataclass
-class _DeviceState:
-    functions: dict = field(default_factory=dict)
-    module: object = None
-    properties: dict | None = None
+_CTYPE_OF_KIND = {"ptr": ctypes.c_uint64, "int": ctypes.c_int32, "int64": ctypes.c_int64}
+
+
+class _DriverLaunch:
+    """cuLaunchKernel through ctypes on a CuPy-loaded function: one preallocated argument block per
+    kernel and thread, so a launch costs a few attribute stores and one foreign call."""
+
+    def __init__(self, cu_launch, fn_ptr: int, kernel: Kernel):
+        self._launch = cu_launch
+        self._fn = fn_ptr
+        acc = ctypes.c_float if kernel.T_ACC.itemsize == 4 else ctypes.c_double
+        self._kinds = [(_CTYPE_OF_KIND.get(k) or acc) for k in kernel.template.params]
+        self._local = threading.local()
+
+    def _slots(self):
+        slots = [t() for t in self._kinds]
+        argv = (ctypes.c_void_p * len(slots))(*[ctypes.addressof(v) for v in slots])
+        self._local.v = (slots, argv)
+        return slots, argv
+
+    def __call__(self, grid, block, shared: int, stream: int, args) -> None:
+        try:
+            slots, argv = self._local.v
+        except AttributeError:
+            slots, argv = self._slots()
+        for slot, a in zip(slots, args):
+            slot.value = a
+        err = self._launch(self._fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                           shared, stream, argv, None)
+        if err:
+            raise RuntimeError(f"cuLaunchKernel failed with CUresult {err}")
+
+
+def _cu_launch_kernel():
+    lib = ctypes.CDLL("libcuda.so.1")
+    f = lib.cuLaunchKernel
+    f.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    f.restype = ctypes.c_int
+    return f
 
 
 class TorchCupyRuntime:
-    """Launches on torch's current CUDA stream through CuPy, from our NVRTC-compiled cubin."""
+    """Launches on torch's current CUDA stream, from our NVRTC-compiled cubin loaded by CuPy.
 
-    def __init__(self):
+    launch_mode "driver" (default) calls cuLaunchKernel through ctypes with preallocated arguments;
+    "cupy" calls CuPy's Function.__call__ (simpler, a few microseconds slower per launch).
+    Both launch the same CUfunction with the same configuration.
+    """
+
+    def __init__(self, launch_mode: str | None = None):
         import torch
         self._torch = torch
+        self._get_device = torch._C._cuda_getDevice
+        self._get_stream = torch._C._cuda_getCurrentRawStream
+        self.launch_mode = launch_mode or os.environ.get("REIMPL_LAUNCH", "driver")
+        if self.launch_mode not in ("driver", "cupy"):
+            raise ValueError(f"REIMPL_LAUNCH must be 'driver' or 'cupy', not {self.launch_mode!r}")
+        self._cu_launch = _cu_launch_kernel() if self.launch_mode == "driver" else None
         self._devices: dict[int, _DeviceState] = {}
         self._streams: dict[int, _Stream] = {}
         self.record: list[Launch] | None = None  # set to a list to also record live launches
@@ -105,16 +154,13 @@ class TorchCupyRuntime:
         return st
 
     def getCurrentCUDAStream(self, device_index: int | None = None) -> int:
-        if device_index is None:
-            device_index = self._torch.cuda.current_device()
-        return self._torch._C._cuda_getCurrentRawStream(device_index)
+        return self._get_stream(self._get_device() if device_index is None else device_index)
 
     def getCurrentDeviceProperties(self) -> dict:
-        device = self._torch.cuda.current_device()
-        st = self._state(device)
+        st = self._state(self._get_device())
         if st.properties is None:
             import cupy
-            p = cupy.cuda.runtime.getDeviceProperties(device)
+            p = cupy.cuda.runtime.getDeviceProperties(self._get_device())
             st.properties = {"maxGridSize": tuple(p["maxGridSize"]), "warpSize": p["warpSize"],
                              "multiProcessorCount": p["multiProcessorCount"],
                              "major": p["major"], "minor": p["minor"]}
@@ -125,13 +171,13 @@ class TorchCupyRuntime:
 
     def _function(self, device: int, kernel: Kernel):
         st = self._state(device)
-        fn = st.functions.get(kernel)
-        if fn is None:
-            if st.module is None:
-                st.module = self._load_module(device)
-            prog, module = st.module
-            fn = st.functions[kernel] = module.get_function(prog.lowered[kernel.expr])
-        return fn
+        if st.module is None:
+            st.module = self._load_module(device)
+        prog, module = st.module
+        fn = module.get_function(prog.lowered[kernel.expr])
+        launcher = _DriverLaunch(self._cu_launch, fn.ptr, kernel) if self.launch_mode == "driver" else fn
+        st.functions[kernel] = launcher
+        return launcher
 
     def _load_module(self, device: int):
         import cupy
@@ -144,14 +190,21 @@ class TorchCupyRuntime:
         return prog, module
 
     def launch(self, kernel: Kernel, grid, block, shared: int, stream: int, *args) -> None:
-        device = self._torch.cuda.current_device()
-        fn = self._function(device, kernel)
-        s = self._streams.get(stream)
-        if s is None:
-            s = self._streams[stream] = _Stream(stream)
-        fn(dim3(grid), dim3(block), _pack(kernel, args), shared_mem=shared, stream=s)
+        device = self._get_device()
+        st = self._devices.get(device)
+        fn = st.functions.get(kernel) if st is not None else None
+        if fn is None:
+            fn = self._function(device, kernel)
+        grid, block = dim3(grid), dim3(block)
+        if self._cu_launch is not None:
+            fn(grid, block, shared, stream, args)
+        else:
+            s = self._streams.get(stream)
+            if s is None:
+                s = self._streams[stream] = _Stream(stream)
+            fn(grid, block, _pack(kernel, args), shared_mem=shared, stream=s)
         if self.record is not None:
-            self.record.append(Launch(kernel.name, dim3(grid), dim3(block), int(shared), stream))
+            self.record.append(Launch(kernel.name, grid, block, int(shared), stream))
 
 
 current: RecordingRuntime | TorchCupyRuntime | None = None

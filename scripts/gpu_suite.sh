@@ -6,7 +6,7 @@ set -u
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 REIMPL_CACHE_DIR=${REIMPL_CACHE_DIR:-/tmp/reimpl-cache}
-STEPS=${STEPS:-"env record tests bench headers anchor"}
+STEPS=${STEPS:-"env record tests bench headers anchor hostprof"}
 has() { case " $STEPS " in *" $1 "*) return 0;; esac; return 1; }
 
 if has env; then
@@ -51,4 +51,23 @@ except RuntimeError as e:
     print(str(e)[:3000])
 PY
   grep -m3 "layer_norm_kernel.cu" "$OUT/anchor.txt"
+fi
+if has hostprof; then
+  # where the host time of one small call goes (guides the launch-path work; not a pass/fail check)
+  python3 - > "$OUT/hostprof.txt" 2>&1 <<'PY'
+import cProfile, pstats, time, torch, reimpl
+x = torch.randn(8, 1024, device="cuda"); w = torch.randn(1024, device="cuda"); b = torch.randn(1024, device="cuda")
+for _ in range(200): reimpl.layer_norm(x, (1024,), w, b)
+torch.cuda.synchronize()
+for label, fn in [("torch.empty x3", lambda: (torch.empty(8, 1024, device="cuda"), torch.empty(8, device="cuda"), torch.empty(8, device="cuda"))),
+                  ("empty_like", lambda: torch.empty_like(x)), ("view", lambda: x.view(8, 1024)),
+                  ("data_ptr", lambda: x.data_ptr()), ("getDevice", torch._C._cuda_getDevice),
+                  ("F.layer_norm", lambda: torch.nn.functional.layer_norm(x, (1024,), w, b)),
+                  ("reimpl.layer_norm", lambda: reimpl.layer_norm(x, (1024,), w, b))]:
+    t = time.perf_counter(); [fn() for _ in range(5000)]; torch.cuda.synchronize()
+    print(f"{label:20s} {(time.perf_counter()-t)/5000*1e6:7.2f} us")
+cProfile.run("for _ in range(5000): reimpl.layer_norm(x, (1024,), w, b)", "/tmp/p")
+pstats.Stats("/tmp/p").sort_stats("tottime").print_stats(25)
+PY
+  head -60 "$OUT/hostprof.txt"
 fi

@@ -7,7 +7,7 @@
 namespace at::native {
 
 // --8<-- [start:WelfordData]
-// upstream: aten/src/ATen/native/SharedReduceOps.h#L?-L?
+// upstream: aten/src/ATen/native/SharedReduceOps.h#L79-L94
 // docs: upstream/SharedReduceOps.md#WelfordData
 // n counts in an integer (exact); nf is the same count as a float for combine(), where an int
 // could overflow.
@@ -26,7 +26,7 @@ struct WelfordData {
 // --8<-- [end:WelfordData]
 
 // --8<-- [start:WelfordOps]
-// upstream: aten/src/ATen/native/SharedReduceOps.h#L?-L?
+// upstream: aten/src/ATen/native/SharedReduceOps.h#L97-L161
 // docs: upstream/SharedReduceOps.md#WelfordOps
 template <typename scalar_t, typename acc_scalar_t, typename index_t, typename res_t>
 struct WelfordOps {

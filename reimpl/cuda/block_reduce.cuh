@@ -9,14 +9,14 @@
 namespace at::native::cuda_utils {
 
 // --8<-- [start:kCUDABlockReduceNumThreads]
-// upstream: aten/src/ATen/native/cuda/block_reduce.cuh#L?-L?
+// upstream: aten/src/ATen/native/cuda/block_reduce.cuh#L8-L8
 // docs: upstream/block_reduce.md#kCUDABlockReduceNumThreads
 // Block size of the fallback statistics kernel (RowwiseMomentsCUDAKernel): 16 warps.
 constexpr int kCUDABlockReduceNumThreads = 512;
 // --8<-- [end:kCUDABlockReduceNumThreads]
 
 // --8<-- [start:WarpReduceSum]
-// upstream: aten/src/ATen/native/cuda/block_reduce.cuh#L?-L?
+// upstream: aten/src/ATen/native/cuda/block_reduce.cuh#L29-L36
 // docs: upstream/block_reduce.md#WarpReduceSum
 // Shuffle-down tree: after five rounds lane 0 holds the warp's sum (other lanes hold partials).
 template <typename T>
@@ -30,7 +30,7 @@ __inline__ __device__ T WarpReduceSum(T val) {
 // --8<-- [end:WarpReduceSum]
 
 // --8<-- [start:Block1D]
-// upstream: aten/src/ATen/native/cuda/block_reduce.cuh#L?-L?
+// upstream: aten/src/ATen/native/cuda/block_reduce.cuh#L51-L57
 // docs: upstream/block_reduce.md#Block1D
 struct Block1D {
   static __forceinline__ __device__ int Tid() { return threadIdx.x; }
@@ -42,7 +42,7 @@ struct Block1D {
 // --8<-- [end:Block1D]
 
 // --8<-- [start:Block2D]
-// upstream: aten/src/ATen/native/cuda/block_reduce.cuh#L?-L?
+// upstream: aten/src/ATen/native/cuda/block_reduce.cuh#L59-L67
 // docs: upstream/block_reduce.md#Block2D
 struct Block2D {
   static __forceinline__ __device__ int Tid() {
@@ -56,7 +56,7 @@ struct Block2D {
 // --8<-- [end:Block2D]
 
 // --8<-- [start:BlockReduceSum]
-// upstream: aten/src/ATen/native/cuda/block_reduce.cuh#L?-L?
+// upstream: aten/src/ATen/native/cuda/block_reduce.cuh#L76-L92
 // docs: upstream/block_reduce.md#BlockReduceSum
 // Two warp reductions with one shared-memory hop between them. Only thread 0's result is the
 // block's sum; `shared` needs one T per warp.
@@ -80,7 +80,7 @@ __inline__ __device__ T BlockReduceSum(T val, T* shared) {
 // --8<-- [end:BlockReduceSum]
 
 // --8<-- [start:WarpReduce]
-// upstream: aten/src/ATen/native/cuda/block_reduce.cuh#L?-L?
+// upstream: aten/src/ATen/native/cuda/block_reduce.cuh#L119-L126
 // docs: upstream/block_reduce.md#WarpReduce
 template <typename T, class ReduceOp>
 __inline__ __device__ T WarpReduce(T val, const ReduceOp& op) {
@@ -93,7 +93,7 @@ __inline__ __device__ T WarpReduce(T val, const ReduceOp& op) {
 // --8<-- [end:WarpReduce]
 
 // --8<-- [start:BlockReduce]
-// upstream: aten/src/ATen/native/cuda/block_reduce.cuh#L?-L?
+// upstream: aten/src/ATen/native/cuda/block_reduce.cuh#L128-L145
 // docs: upstream/block_reduce.md#BlockReduce
 // BlockReduceSum's shape with any ReduceOp; lanes past the warp count read identity_element.
 template <typename T, class ReduceOp, typename B = Block1D>

@@ -19,13 +19,13 @@ namespace at::native {
 namespace {
 
 // --8<-- [start:kWarpSize]
-// upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L?-L?
+// upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L36-L41
 // docs: upstream/layer_norm_kernel.md#kWarpSize
 constexpr unsigned int kWarpSize = C10_WARP_SIZE;
 // --8<-- [end:kWarpSize]
 
 // --8<-- [start:vec_size]
-// upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L?-L?
+// upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L42-L42
 // docs: upstream/layer_norm_kernel.md#vec_size
 // Fixed at 4 for every dtype: a per-dtype width would change the order of the Welford updates,
 // and with it the bits, between float and the 16-bit types.
@@ -33,7 +33,7 @@ constexpr int vec_size = 4;
 // --8<-- [end:vec_size]
 
 // --8<-- [start:aligned_vector]
-// upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L?-L?
+// upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L45-L48
 // docs: upstream/layer_norm_kernel.md#aligned_vector
 // The alignment makes one load/store instruction move all vec_size elements (16 B for float).
 template <typename scalar_t, int vec_size>
@@ -43,7 +43,7 @@ struct alignas(sizeof(scalar_t) * vec_size) aligned_vector {
 // --8<-- [end:aligned_vector]
 
 // --8<-- [start:RowwiseMomentsCUDAKernel]
-// upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L?-L?
+// upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L58-L98
 // docs: upstream/layer_norm_kernel.md#RowwiseMomentsCUDAKernel
 // One block (512 threads) per row i. Each thread folds a strided slice of the row into a
 // WelfordData, then BlockReduce merges the 512 partial states (warp shuffles, then one warp).
@@ -93,7 +93,7 @@ __global__ void RowwiseMomentsCUDAKernel(
 // --8<-- [end:RowwiseMomentsCUDAKernel]
 
 // --8<-- [start:LayerNormForwardCUDAKernel]
-// upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L?-L?
+// upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L100-L124
 // docs: upstream/layer_norm_kernel.md#LayerNormForwardCUDAKernel
 // One block (256 threads) per row, one element per thread per step; absent gamma/beta read as 1/0.
 template <typename T, typename T_ACC, bool rms_norm>
@@ -124,7 +124,7 @@ __global__ void LayerNormForwardCUDAKernel(
 // --8<-- [end:LayerNormForwardCUDAKernel]
 
 // --8<-- [start:WelfordDataLN]
-// upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L?-L?
+// upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L126-L132
 // docs: upstream/layer_norm_kernel.md#WelfordDataLN
 // The fast path's Welford state: all float, the count too (exact only up to 2^24, hence the
 // N <= 2^24 condition for this path).
@@ -139,7 +139,7 @@ struct WelfordDataLN {
 // --8<-- [end:WelfordDataLN]
 
 // --8<-- [start:cuWelfordOnlineSum]
-// upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L?-L?
+// upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L134-L152
 // docs: upstream/layer_norm_kernel.md#cuWelfordOnlineSum
 // One element into the running state. LayerNorm: Welford's update, with the division by the new
 // count replaced by a multiply with its (correctly rounded) reciprocal. RMSNorm: sum of squares.
@@ -159,7 +159,7 @@ __device__ WelfordDataLN cuWelfordOnlineSum(
 // --8<-- [end:cuWelfordOnlineSum]
 
 // --8<-- [start:cuWelfordCombine]
-// upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L?-L?
+// upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L154-L183
 // docs: upstream/layer_norm_kernel.md#cuWelfordCombine
 // Merge two states (Chan et al.). The weights nA, nB come from one reciprocal of the total count.
 // An empty pair (count 0, e.g. lanes that read nothing) merges to zeros instead of 0/0.
@@ -190,7 +190,7 @@ __device__ WelfordDataLN cuWelfordCombine(
 // --8<-- [end:cuWelfordCombine]
 
 // --8<-- [start:compute_stats]
-// upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L?-L?
+// upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L185-L245
 // docs: upstream/layer_norm_kernel.md#compute_stats
 // Statistics of one row for the fast path, on a (32, blockDim.y) block:
 //  1. each thread folds its strided 4-wide vectors into a WelfordDataLN;
@@ -261,7 +261,7 @@ __device__ WelfordDataLN compute_stats(
 // --8<-- [end:compute_stats]
 
 // --8<-- [start:vectorized_layer_norm_kernel_impl]
-// upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L?-L?
+// upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L248-L325
 // docs: upstream/layer_norm_kernel.md#vectorized_layer_norm_kernel_impl
 // The fast path's body for float, half and bfloat16: statistics of row blockIdx.x, then a second
 // read of the row (from L2/L1, not registers) to normalize it, four elements per step.
@@ -351,7 +351,7 @@ __device__ __inline__ void vectorized_layer_norm_kernel_impl(
 // --8<-- [end:vectorized_layer_norm_kernel_impl]
 
 // --8<-- [start:vectorized_layer_norm_kernel_impl_double]
-// upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L?-L?
+// upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L327-L339
 // docs: upstream/layer_norm_kernel.md#vectorized_layer_norm_kernel_impl_double
 // double never takes the fast path (the host checks); this overload only lets the template
 // instantiate, and traps if ever launched.
@@ -371,7 +371,7 @@ __device__ __inline__ void vectorized_layer_norm_kernel_impl(
 // --8<-- [end:vectorized_layer_norm_kernel_impl_double]
 
 // --8<-- [start:vectorized_layer_norm_kernel]
-// upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L?-L?
+// upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L342-L353
 // docs: upstream/layer_norm_kernel.md#vectorized_layer_norm_kernel
 // A thin __global__ wrapper: upstream splits kernel and impl so the SFINAE overloads above
 // resolve on every compiler.

@@ -3,7 +3,7 @@
 #include "c10_shim.cuh"
 
 // --8<-- [start:num_threads]
-// upstream: aten/src/ATen/native/cuda/thread_constants.h#L?-L?
+// upstream: aten/src/ATen/native/cuda/thread_constants.h#L18-L20
 // docs: upstream/thread_constants.md#num_threads
 // Four warps per block: the forward vectorized kernel's block is (32, 4) and the backward's 128.
 // Upstream's is a plain constexpr function; NVRTC needs the execution space spelled out.
