@@ -85,6 +85,13 @@ class _Stream:
         self.ptr = ptr
 
 
+@dataclass
+class _DeviceState:
+    functions: dict = field(default_factory=dict)  # Kernel -> launcher
+    module: object = None                          # (Program, cupy Module) once loaded
+    properties: dict | None = None
+
+
 _CTYPE_OF_KIND = {"ptr": ctypes.c_uint64, "int": ctypes.c_int32, "int64": ctypes.c_int64}
 
 
