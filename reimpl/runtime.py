@@ -96,11 +96,12 @@ _CTYPE_OF_KIND = {"ptr": ctypes.c_uint64, "int": ctypes.c_int32, "int64": ctypes
 
 
 class _DriverLaunch:
-    """cuLaunchKernel through ctypes on a CuPy-loaded function: one preallocated argument block per
-    kernel and thread, so a launch costs a few attribute stores and one foreign call."""
+    """cuLaunchKernel (through CuPy's driver binding) on a CuPy-loaded function, with one
+    preallocated argument block per kernel and thread: a launch costs a few stores and one call."""
 
-    def __init__(self, cu_launch, fn_ptr: int, kernel: Kernel):
-        self._launch = cu_launch
+    def __init__(self, fn_ptr: int, kernel: Kernel):
+        from cupy.cuda import driver
+        self._launch = driver.launchKernel
         self._fn = fn_ptr
         acc = ctypes.c_float if kernel.T_ACC.itemsize == 4 else ctypes.c_double
         self._kinds = [(_CTYPE_OF_KIND.get(k) or acc) for k in kernel.template.params]
@@ -109,35 +110,25 @@ class _DriverLaunch:
     def _slots(self):
         slots = [t() for t in self._kinds]
         argv = (ctypes.c_void_p * len(slots))(*[ctypes.addressof(v) for v in slots])
-        self._local.v = (slots, argv)
-        return slots, argv
+        self._local.v = (slots, argv, ctypes.addressof(argv))
+        return self._local.v
 
     def __call__(self, grid, block, shared: int, stream: int, args) -> None:
         try:
-            slots, argv = self._local.v
+            slots, _argv, argv_addr = self._local.v
         except AttributeError:
-            slots, argv = self._slots()
+            slots, _argv, argv_addr = self._slots()
         for slot, a in zip(slots, args):
             slot.value = a
-        err = self._launch(self._fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                           shared, stream, argv, None)
-        if err:
-            raise RuntimeError(f"cuLaunchKernel failed with CUresult {err}")
-
-
-def _cu_launch_kernel():
-    lib = ctypes.CDLL("libcuda.so.1")
-    f = lib.cuLaunchKernel
-    f.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-    f.restype = ctypes.c_int
-    return f
+        self._launch(self._fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                     shared, stream, argv_addr, 0)
 
 
 class TorchCupyRuntime:
     """Launches on torch's current CUDA stream, from our NVRTC-compiled cubin loaded by CuPy.
 
-    launch_mode "driver" (default) calls cuLaunchKernel through ctypes with preallocated arguments;
-    "cupy" calls CuPy's Function.__call__ (simpler, a few microseconds slower per launch).
+    launch_mode "driver" (default) calls cuLaunchKernel through cupy.cuda.driver with preallocated
+    arguments; "cupy" calls CuPy's Function.__call__ (simpler, slower per launch).
     Both launch the same CUfunction with the same configuration.
     """
 
@@ -149,7 +140,6 @@ class TorchCupyRuntime:
         self.launch_mode = launch_mode or os.environ.get("REIMPL_LAUNCH", "driver")
         if self.launch_mode not in ("driver", "cupy"):
             raise ValueError(f"REIMPL_LAUNCH must be 'driver' or 'cupy', not {self.launch_mode!r}")
-        self._cu_launch = _cu_launch_kernel() if self.launch_mode == "driver" else None
         self._devices: dict[int, _DeviceState] = {}
         self._streams: dict[int, _Stream] = {}
         self.record: list[Launch] | None = None  # set to a list to also record live launches
@@ -182,7 +172,7 @@ class TorchCupyRuntime:
             st.module = self._load_module(device)
         prog, module = st.module
         fn = module.get_function(prog.lowered[kernel.expr])
-        launcher = _DriverLaunch(self._cu_launch, fn.ptr, kernel) if self.launch_mode == "driver" else fn
+        launcher = _DriverLaunch(fn.ptr, kernel) if self.launch_mode == "driver" else fn
         st.functions[kernel] = launcher
         return launcher
 
@@ -203,7 +193,7 @@ class TorchCupyRuntime:
         if fn is None:
             fn = self._function(device, kernel)
         grid, block = dim3(grid), dim3(block)
-        if self._cu_launch is not None:
+        if self.launch_mode == "driver":
             fn(grid, block, shared, stream, args)
         else:
             s = self._streams.get(stream)

@@ -94,3 +94,17 @@ def test_runs_on_the_current_stream():
     finally:
         rt.record = None
     assert bit_mismatches(ours, torch.nn.functional.layer_norm(x, (1024,))) == 0
+
+
+def test_both_launch_modes_agree():
+    """CuPy's Function.__call__ and the preallocated driver launch run the same kernel identically."""
+    from reimpl import runtime
+    import reimpl
+    x = torch.randn(33, 1000, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(1000, device="cuda", dtype=torch.bfloat16)
+    outs = []
+    for mode in ("cupy", "driver"):
+        with runtime.use(runtime.TorchCupyRuntime(launch_mode=mode)):
+            outs.append(reimpl.native_layer_norm(x, (1000,), w, None, 1e-5))
+    for a, b, t in zip(*outs, torch.ops.aten.native_layer_norm(x, [1000], w, None, 1e-5)):
+        assert bit_mismatches(a, t) == 0 and bit_mismatches(b, t) == 0
