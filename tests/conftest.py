@@ -12,6 +12,7 @@ from collections import defaultdict
 import pytest
 import torch
 
+
 _RESULTS: dict[str, dict[str, int]] = defaultdict(lambda: {"cases": 0, "mismatched_cases": 0,
                                                            "elements_compared": 0, "mismatched_elements": 0})
 
@@ -35,17 +36,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
-
-
-def bit_mismatches(ours: torch.Tensor, theirs: torch.Tensor) -> int:
-    """Elements whose bit patterns differ; NaN counts as equal to NaN at the same position."""
-    assert ours.dtype == theirs.dtype, (ours.dtype, theirs.dtype)
-    assert ours.shape == theirs.shape, (ours.shape, theirs.shape)
-    int_type = {8: torch.int64, 4: torch.int32, 2: torch.int16}[ours.element_size()]
-    a, b = ours.contiguous(), theirs.contiguous()
-    nan_a, nan_b = torch.isnan(a), torch.isnan(b)
-    diff = (a.view(int_type) != b.view(int_type)) & ~(nan_a & nan_b)
-    return int(diff.sum().item())
 
 
 def record(group: str, elements: int, mismatches: int) -> None:

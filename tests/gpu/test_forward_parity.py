@@ -4,27 +4,17 @@ import pytest
 import torch
 
 from reimpl import cases
-from tests.conftest import bit_mismatches, record
+from reimpl.parity import compare_case
+from reimpl.parity import bit_mismatches
+from tests.conftest import record
 
 pytestmark = pytest.mark.gpu
 
 
 def compare(case: cases.Case, group: str) -> list[str]:
-    x, w, b = case.make_inputs("cuda")
-    theirs = case.run_torch(x, w, b)
-    ours = case.run_ours(x, w, b)
-    torch.cuda.synchronize()
-    names = ("out", "mean", "rstd") if case.op == "layer_norm" else ("out", "rstd")
-    assert len(ours) == len(theirs) == len(names)
-    bad, total, elements = [], 0, 0
-    for name, o, t in zip(names, ours, theirs):
-        assert o.shape == t.shape and o.dtype == t.dtype and o.stride() == t.stride(), (name, o.shape, t.shape)
-        n = bit_mismatches(o, t)
-        total += n
-        elements += t.numel()
-        if n:
-            bad.append(f"{case.id}: {name} differs in {n} of {t.numel()} elements")
-    record(group, elements, total)
+    """Run torch and the mirror on the same inputs; count differing elements into the GPU summary."""
+    elements, mismatches, bad = compare_case(case)
+    record(group, elements, mismatches)
     return bad
 
 
