@@ -24,7 +24,6 @@ def kernel_facts():
 
 
 def our_plan(case: Case, kernel_facts) -> list[dict]:
-    from reimpl import kernels
     x, w, b = case.make_inputs("cpu", values=False)
     with runtime.use(runtime.RecordingRuntime()) as rt:
         if case.op == "layer_norm":

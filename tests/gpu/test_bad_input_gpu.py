@@ -23,51 +23,52 @@ def _errors_alike(ours_fn, torch_fn):
     return ours.value, theirs.value
 
 
+def assert_same_error(ours_fn, torch_fn):
+    """Both raise; ours is torch's exception type (or a subclass) with torch's exact message."""
+    ours, theirs = _errors_alike(ours_fn, torch_fn)
+    assert isinstance(ours, type(theirs)), (type(ours), type(theirs))
+    assert str(ours) == str(theirs), (str(ours), str(theirs))
+
+
 def _x(*shape, dtype=torch.float32):
     return torch.randn(*shape, device="cuda").to(dtype)
 
 
 BAD = {
-    "normalized_shape_mismatch": lambda: ((_x(8, 512), (1024,), None, None), {}),
-    "normalized_shape_empty": lambda: ((_x(8, 512), (), None, None), {}),
-    "input_fewer_dims": lambda: ((_x(512), (2, 512), None, None), {}),
-    "weight_shape": lambda: ((_x(8, 512), (512,), _x(256), None), {}),
-    "bias_shape": lambda: ((_x(8, 512), (512,), _x(512), _x(511)), {}),
-    "weight_dtype": lambda: ((_x(8, 512, dtype=torch.float16), (512,), _x(512), None), {}),
-    "bias_dtype": lambda: ((_x(8, 512), (512,), _x(512), _x(512, dtype=torch.float64)), {}),
-    "integer_input": lambda: ((torch.ones(8, 512, dtype=torch.int64, device="cuda"), (512,), None, None), {}),
-    "weight_on_cpu": lambda: ((_x(8, 512), (512,), torch.randn(512), None), {}),
-    "bias_on_cpu": lambda: ((_x(8, 512), (512,), _x(512), torch.randn(512)), {}),
+    "normalized_shape_mismatch": lambda: (_x(8, 512), (1024,), None, None),
+    "normalized_shape_empty": lambda: (_x(8, 512), (), None, None),
+    "input_fewer_dims": lambda: (_x(512), (2, 512), None, None),
+    "weight_shape": lambda: (_x(8, 512), (512,), _x(256), None),
+    "bias_shape": lambda: (_x(8, 512), (512,), _x(512), _x(511)),
+    "weight_dtype": lambda: (_x(8, 512, dtype=torch.float16), (512,), _x(512), None),
+    "bias_dtype": lambda: (_x(8, 512), (512,), _x(512), _x(512, dtype=torch.float64)),
+    "integer_input": lambda: (torch.ones(8, 512, dtype=torch.int64, device="cuda"), (512,), None, None),
+    "weight_on_cpu": lambda: (_x(8, 512), (512,), torch.randn(512), None),
+    "bias_on_cpu": lambda: (_x(8, 512), (512,), _x(512), torch.randn(512)),
 }
 
 
 @pytest.mark.parametrize("name", sorted(BAD))
 def test_layer_norm_bad_input(name):
-    (x, ns, w, b), _ = BAD[name]()
-    ours, theirs = _errors_alike(lambda: reimpl.native_layer_norm(x, ns, w, b, 1e-5),
-                                 lambda: torch.ops.aten.native_layer_norm(x, list(ns), w, b, 1e-5))
-    assert type(ours) is type(theirs) or type(theirs) in type(ours).__mro__, (type(ours), type(theirs))
-    assert str(ours) == str(theirs), (str(ours), str(theirs))
+    x, ns, w, b = BAD[name]()
+    assert_same_error(lambda: reimpl.native_layer_norm(x, ns, w, b, 1e-5),
+                      lambda: torch.ops.aten.native_layer_norm(x, list(ns), w, b, 1e-5))
 
 
 @pytest.mark.parametrize("name", ["normalized_shape_mismatch", "weight_shape", "weight_dtype", "integer_input",
                                   "weight_on_cpu", "input_fewer_dims"])
 def test_fused_rms_norm_bad_input(name):
-    (x, ns, w, _b), _ = BAD[name]()
-    ours, theirs = _errors_alike(lambda: reimpl.fused_rms_norm(x, ns, w, 1e-5),
-                                 lambda: torch.ops.aten._fused_rms_norm(x, list(ns), w, 1e-5))
-    assert type(ours) is type(theirs) or type(theirs) in type(ours).__mro__, (type(ours), type(theirs))
-    assert str(ours) == str(theirs), (str(ours), str(theirs))
+    x, ns, w, _b = BAD[name]()
+    assert_same_error(lambda: reimpl.fused_rms_norm(x, ns, w, 1e-5),
+                      lambda: torch.ops.aten._fused_rms_norm(x, list(ns), w, 1e-5))
 
 
 @pytest.mark.parametrize("name", ["normalized_shape_mismatch", "weight_shape", "integer_input",
                                   "weight_on_cpu", "input_fewer_dims"])
 def test_functional_rms_norm_bad_input(name):
-    (x, ns, w, _b), _ = BAD[name]()
-    ours, theirs = _errors_alike(lambda: reimpl.rms_norm(x, ns, w, 1e-5),
-                                 lambda: torch.nn.functional.rms_norm(x, list(ns), w, 1e-5))
-    assert type(ours) is type(theirs) or type(theirs) in type(ours).__mro__, (type(ours), type(theirs))
-    assert str(ours) == str(theirs), (str(ours), str(theirs))
+    x, ns, w, _b = BAD[name]()
+    assert_same_error(lambda: reimpl.rms_norm(x, ns, w, 1e-5),
+                      lambda: torch.nn.functional.rms_norm(x, list(ns), w, 1e-5))
 
 
 def test_functional_rms_norm_mixed_dtypes_is_refused():

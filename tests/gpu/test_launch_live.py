@@ -1,7 +1,6 @@
 """GPU: the mirror launches what torch launches: same kernel (full demangled signature), grid,
 block and shared memory, as torch.profiler sees both."""
 import pytest
-import torch
 
 from reimpl import cases
 from reimpl.record import profile_launches
