@@ -2,7 +2,12 @@
 
     native_layer_norm(input, normalized_shape, weight, bias, eps) -> (out, mean, rstd)
     fused_rms_norm(input, normalized_shape, weight, eps)           -> (out, rstd)
-    layer_norm(...) / rms_norm(...)                                 torch.nn.functional's signatures
+    native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias,
+                               output_mask)                       -> (dX, dgamma, dbeta)
+    fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight, output_mask)
+                                                                   -> (dX, dweight)
+    layer_norm(...) / rms_norm(...)                                 torch.nn.functional's signatures,
+                                                                    differentiable (reimpl/autograd.py)
 
 What the dispatcher does before upstream's code runs (device checks, the device guard) is done here.
 Kernels run on torch's current stream; nothing here synchronizes with the host or copies data.
@@ -13,8 +18,10 @@ import contextlib
 
 import torch
 
+from . import autograd as _autograd
 from .layer_norm_checks import TORCH_CHECK, TorchCheckError, fmt_shape
-from .layer_norm_kernel import _fused_rms_norm_cuda, layer_norm_cuda
+from .layer_norm_kernel import (_fused_rms_norm_backward_cuda, _fused_rms_norm_cuda, layer_norm_backward_cuda,
+                                layer_norm_cuda)
 
 
 def _as_shape(normalized_shape) -> tuple[int, ...]:
@@ -65,8 +72,36 @@ def fused_rms_norm(input, normalized_shape, weight=None, eps: float | None = Non
                                     None if eps is None else float(eps))
 
 
+def _mask(output_mask, n: int) -> tuple[bool, ...]:
+    mask = tuple(bool(m) for m in output_mask)
+    if len(mask) != n:
+        raise TypeError(f"output_mask must hold {n} bools, got {len(mask)}")
+    return mask
+
+
+def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight=None, bias=None,
+                               output_mask=(True, True, True)):
+    """torch.ops.aten.native_layer_norm_backward: (grad_input, grad_weight, grad_bias), None where
+    output_mask is False."""
+    _check_devices("native_layer_norm_backward", grad_out=grad_out, input=input, mean=mean, rstd=rstd,
+                   weight=weight, bias=bias)
+    with _guard(input.device):
+        return layer_norm_backward_cuda(grad_out, input, _as_shape(normalized_shape), mean, rstd, weight, bias,
+                                        _mask(output_mask, 3))
+
+
+def fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight=None, output_mask=(True, True)):
+    """torch.ops.aten._fused_rms_norm_backward: (grad_input, grad_weight), None where output_mask is False."""
+    _check_devices("_fused_rms_norm_backward", grad_out=grad_out, input=input, rstd=rstd, weight=weight)
+    with _guard(input.device):
+        return _fused_rms_norm_backward_cuda(grad_out, input, _as_shape(normalized_shape), rstd, weight,
+                                             _mask(output_mask, 2))
+
+
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
-    """torch.nn.functional.layer_norm."""
+    """torch.nn.functional.layer_norm; differentiable when an argument requires grad."""
+    if _autograd.needs_grad(input, weight, bias):
+        return _autograd.LayerNormFunction.apply(input, _as_shape(normalized_shape), weight, bias, float(eps))
     return native_layer_norm(input, normalized_shape, weight, bias, eps)[0]
 
 
@@ -109,4 +144,6 @@ def rms_norm(input, normalized_shape, weight=None, eps: float | None = None):
             f"reimpl.rms_norm: input dtype {input.dtype} and weight dtype {weight.dtype} differ; torch does not "
             "use its fused CUDA kernel for this (it warns and runs a composite), and this repository mirrors "
             "only the fused kernel")
+    if _autograd.needs_grad(input, weight):
+        return _autograd.RMSNormFunction.apply(input, normalized_shape, weight, None if eps is None else float(eps))
     return fused_rms_norm(input, normalized_shape, weight, eps)[0]

@@ -15,12 +15,12 @@ SHAPES = ((4096, 1024), (16384, 4096), (32768, 8192), (65536, 768))
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
-def _gpu_ms(fn, reps: int) -> list[float]:
+def _gpu_ms(fn, reps: int, spin_cycles: int = 20_000_000) -> list[float]:
     """Per-call GPU time. A spin kernel queued first holds the GPU while the host enqueues all
     `reps` calls with their event pairs, so host launch latency never shows up as GPU time."""
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    torch.cuda._sleep(20_000_000)  # ~10 ms at H100 clocks: longer than enqueueing 50 calls
+    torch.cuda._sleep(spin_cycles)  # 2e7 cycles ~ 10 ms at H100 clocks: longer than enqueueing 50 forwards
     for s, e in zip(starts, ends):
         s.record()
         fn()
@@ -29,7 +29,7 @@ def _gpu_ms(fn, reps: int) -> list[float]:
     return [s.elapsed_time(e) for s, e in zip(starts, ends)]
 
 
-def gpu_time(fns: dict, reps: int = 50, rounds: int = 5) -> dict[str, float]:
+def gpu_time(fns: dict, reps: int = 50, rounds: int = 5, spin_cycles: int = 20_000_000) -> dict[str, float]:
     """Median milliseconds per call for each fn, interleaved in rounds."""
     for fn in fns.values():
         for _ in range(3):
@@ -38,7 +38,7 @@ def gpu_time(fns: dict, reps: int = 50, rounds: int = 5) -> dict[str, float]:
     samples = {k: [] for k in fns}
     for _ in range(rounds):
         for k, fn in fns.items():
-            samples[k] += _gpu_ms(fn, reps)
+            samples[k] += _gpu_ms(fn, reps, spin_cycles)
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
@@ -60,15 +60,78 @@ def host_us(fns: dict, calls: int = 2000, rounds: int = 7) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in out.items()}
 
 
-def run() -> str:
-    import reimpl
+def _stamp_line() -> str:
     from reimpl.record import stamp
     import cupy
-    lines = []
     st = stamp()
-    lines.append(f"Device: {st['device']}; torch {st['torch']} (git {st['git'][:12]}), CUDA {st['cuda']}, "
-                 f"CuPy {cupy.__version__}; date {st['date']}.")
+    return (f"Device: {st['device']}; torch {st['torch']} (git {st['git'][:12]}), CUDA {st['cuda']}, "
+            f"CuPy {cupy.__version__}; date {st['date']}.")
+
+
+def _training_fns(op: str, x, w, b, g) -> dict:
+    """One forward plus backward through autograd, torch.nn.functional's and ours. autograd.grad
+    returns fresh gradients, so no accumulation kernel is added on repeated calls."""
+    import reimpl
+    n = x.shape[-1]
+    if op == "layer_norm":
+        def step(f):
+            return lambda: torch.autograd.grad(f(x, (n,), w, b, 1e-5), (x, w, b), g)
+        return {"torch": step(torch.nn.functional.layer_norm), "ours": step(reimpl.layer_norm)}
+
+    def step(f):
+        return lambda: torch.autograd.grad(f(x, (n,), w, 1e-5), (x, w), g)
+    return {"torch": step(torch.nn.functional.rms_norm), "ours": step(reimpl.rms_norm)}
+
+
+def _backward_fns(op: str, x, w, b, g) -> dict:
+    """The aten backward op alone, on torch's saved statistics."""
+    import reimpl
+    n = x.shape[-1]
+    if op == "layer_norm":
+        _, mean, rstd = torch.ops.aten.native_layer_norm(x, [n], w, b, 1e-5)
+        return {"torch": lambda: torch.ops.aten.native_layer_norm_backward(g, x, [n], mean, rstd, w, b,
+                                                                          [True, True, True]),
+                "ours": lambda: reimpl.native_layer_norm_backward(g, x, (n,), mean, rstd, w, b, (True, True, True))}
+    _, rstd = torch.ops.aten._fused_rms_norm(x, [n], w, 1e-5)
+    return {"torch": lambda: torch.ops.aten._fused_rms_norm_backward(g, x, [n], rstd, w, [True, True]),
+            "ours": lambda: reimpl.fused_rms_norm_backward(g, x, (n,), rstd, w, (True, True))}
+
+
+def run_backward() -> str:
+    """Forward + backward through autograd, and the backward op alone, ours against torch."""
+    lines = [_stamp_line(), ""]
+    lines.append("GPU time per call: median of per-call CUDA-event timings (5 rounds x 20 calls, ours and torch "
+                 "interleaved by round; calls queued behind a ~50 ms spin kernel so host latency is excluded). "
+                 "`fwd+bwd` is one forward and one backward through autograd (F.layer_norm / F.rms_norm against "
+                 "reimpl.layer_norm / reimpl.rms_norm, gradients for input, weight and bias); `bwd` is the aten "
+                 "backward op alone (native_layer_norm_backward / _fused_rms_norm_backward).")
     lines.append("")
+    lines.append("| op | dtype | M x N | pass | torch us | ours us | ours/torch |")
+    lines.append("|---|---|---|---|---|---|---|")
+    worst = 0.0
+    for op in ("layer_norm", "rms_norm"):
+        for dname, dtype in DTYPES.items():
+            for m, n in SHAPES:
+                x = torch.randn(m, n, device="cuda", dtype=dtype, requires_grad=True)
+                w = torch.randn(n, device="cuda", dtype=dtype, requires_grad=True)
+                b = torch.randn(n, device="cuda", dtype=dtype, requires_grad=True)
+                g = torch.randn(m, n, device="cuda", dtype=dtype)
+                for label, fns in (("fwd+bwd", _training_fns(op, x, w, b, g)),
+                                   ("bwd", _backward_fns(op, x.detach(), w.detach(), b.detach(), g))):
+                    t = gpu_time(fns, reps=20, spin_cycles=100_000_000)
+                    ratio = t["ours"] / t["torch"]
+                    worst = max(worst, ratio)
+                    lines.append(f"| {op} | {dname} | {m} x {n} | {label} | {t['torch']*1e3:.1f} | "
+                                 f"{t['ours']*1e3:.1f} | {ratio:.3f} |")
+                del x, w, b, g
+    lines.append("")
+    lines.append(f"Worst ours/torch GPU-time ratio: {worst:.3f}.")
+    return "\n".join(lines) + "\n"
+
+
+def run() -> str:
+    import reimpl
+    lines = [_stamp_line(), ""]
     lines.append("GPU time per forward call: median of per-call CUDA-event timings (5 rounds x 50 calls, ours and torch "
                  "interleaved by round; calls queued behind a spin kernel so host latency is excluded). "
                  "GB/s counts one read and one write of x.")

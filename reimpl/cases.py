@@ -54,17 +54,21 @@ class Case:
         d["shape"] = list(self.shape)
         return d
 
-    @staticmethod
-    def from_dict(d: dict) -> "Case":
+    @classmethod
+    def from_dict(cls, d: dict) -> "Case":
         d = dict(d)
         d["shape"] = tuple(d["shape"])
-        return Case(**d)
+        return cls(**d)
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return ("out", "mean", "rstd") if self.op == "layer_norm" else ("out", "rstd")
 
     # ---- inputs ---------------------------------------------------------------------------------
-    def _values(self, n: int, gen: torch.Generator, device) -> torch.Tensor:
+    def _values(self, n: int, gen: torch.Generator, device, kind: str | None = None) -> torch.Tensor:
         dtype = DTYPES[self.dtype]
         v = torch.randn(n, generator=gen, device=device, dtype=torch.float64 if dtype == torch.float64 else torch.float32)
-        kind = self.values
+        kind = kind or self.values
         if kind == "offset":
             v = v + 1e4
         elif kind == "small":
@@ -82,13 +86,20 @@ class Case:
             v = torch.where(special, sign * fill, v)
         return v.to(dtype)
 
-    def _buffer(self, n: int, offset: int, gen, device, values: bool) -> torch.Tensor:
+    def _buffer(self, n: int, offset: int, gen, device, values: bool, kind: str | None = None) -> torch.Tensor:
         dtype = DTYPES[self.dtype]
         if not values:
             return torch.empty(n + offset, dtype=dtype, device=device)[offset:]
         buf = torch.empty(n + offset, dtype=dtype, device=device)
-        buf[offset:] = self._values(n, gen, device)
+        buf[offset:] = self._values(n, gen, device, kind)
         return buf[offset:]
+
+    def _shaped(self, flat: torch.Tensor) -> torch.Tensor:
+        """A flat buffer viewed as the input's shape (as a transpose when `transpose` is set)."""
+        if self.transpose:
+            *lead, a, b = self.shape
+            return flat.view(*lead, b, a).transpose(-1, -2)
+        return flat.view(self.shape)
 
     def make_inputs(self, device="cuda", values: bool = True):
         """(input, weight or None, bias or None) on `device`; values=False skips filling (plans only)."""
@@ -97,11 +108,7 @@ class Case:
         numel = 1
         for s in self.shape:
             numel *= s
-        if self.transpose:
-            *lead, a, b = self.shape
-            x = self._buffer(numel, self.x_offset, gen, device, values).view(*lead, b, a).transpose(-1, -2)
-        else:
-            x = self._buffer(numel, self.x_offset, gen, device, values).view(self.shape)
+        x = self._shaped(self._buffer(numel, self.x_offset, gen, device, values))
         ns = self.normalized_shape
         nn_ = 1
         for s in ns:
@@ -116,6 +123,10 @@ class Case:
             b.copy_(torch.randn(ns, generator=gen, device=device, dtype=torch.float32).to(b.dtype))
         return x, w, b
 
+    def make_args(self, device="cuda", values: bool = True) -> tuple:
+        """The arguments run_torch / run_ours take."""
+        return self.make_inputs(device, values)
+
     # ---- the two implementations ------------------------------------------------------------------
     def run_torch(self, x, w, b):
         if self.op == "layer_norm":
@@ -127,6 +138,13 @@ class Case:
         if self.op == "layer_norm":
             return reimpl.native_layer_norm(x, self.normalized_shape, w, b, self.eps)
         return reimpl.fused_rms_norm(x, self.normalized_shape, w, self.eps)
+
+    def run_host(self, x, w, b):
+        """The host mirror itself, with no device checks: how launch plans are made on a CPU."""
+        from .layer_norm_kernel import _fused_rms_norm_cuda, layer_norm_cuda
+        if self.op == "layer_norm":
+            return layer_norm_cuda(x, self.normalized_shape, w, b, self.eps)
+        return _fused_rms_norm_cuda(x, self.normalized_shape, w, self.eps)
 
 
 # ---- case matrices --------------------------------------------------------------------------------

@@ -86,6 +86,22 @@ vectorized_layer_norm_kernel = KernelTemplate(
 
 FORWARD_TEMPLATES = (RowwiseMomentsCUDAKernel, LayerNormForwardCUDAKernel, vectorized_layer_norm_kernel)
 
+_GRAD_INPUT_PARAMS = ("ptr", "ptr", "ptr", "ptr", "ptr", "ptr", "int")
+layer_norm_grad_input_kernel = KernelTemplate("layer_norm_grad_input_kernel", _GRAD_INPUT_PARAMS)
+layer_norm_grad_input_kernel_vectorized = KernelTemplate("layer_norm_grad_input_kernel_vectorized",
+                                                         _GRAD_INPUT_PARAMS)
+# <T, T_ACC, block_dim_x, block_dim_y, rows_per_block_y, partial_reduction, aligned_grid, rms_norm>
+GammaBetaBackwardCUDAKernelTemplate = KernelTemplate(
+    "GammaBetaBackwardCUDAKernelTemplate", ("int64", "int64", "ptr", "ptr", "ptr", "ptr", "ptr", "ptr"))
+
+# (block_dim_x, block_dim_y, rows_per_block_y, partial_reduction) of each GammaBeta instantiation
+# the host code names: ConfigureAndLaunchGammaBetaBackwardKernel's four tiles with both values of
+# partial_reduction (its branch is a run-time `if`), and LaunchGammaBetaBackwardCUDAKernel's
+# partial-only <32, 1, 32>. Each also comes with aligned_grid false/true.
+GAMMA_BETA_TILES = tuple((32, y, rows, partial)
+                         for y, rows in ((1, 8), (8, 64), (16, 128), (32, 256))
+                         for partial in (False, True)) + ((32, 1, 32, True),)
+
 # (T, T_ACC) pairs of AT_DISPATCH_FLOATING_TYPES_AND2(Half, BFloat16, ...) with acc_type<T, true>.
 DISPATCH_TYPES = ((double, double), (float_, float_), (Half, float_), (BFloat16, float_))
 
@@ -98,5 +114,20 @@ def forward_instantiations() -> list[Kernel]:
             for rms in (False, True)]
 
 
+def backward_instantiations() -> list[Kernel]:
+    """Every backward kernel torch 2.11 instantiates on CUDA (the vectorized grad-input kernel exists
+    for double too: upstream's choice between the two is a run-time `if`)."""
+    out = [tmpl[T, T_ACC, rms]
+           for tmpl in (layer_norm_grad_input_kernel, layer_norm_grad_input_kernel_vectorized)
+           for T, T_ACC in DISPATCH_TYPES
+           for rms in (False, True)]
+    out += [GammaBetaBackwardCUDAKernelTemplate[T, T_ACC, bx, by, rows, partial, aligned, rms]
+            for T, T_ACC in DISPATCH_TYPES
+            for bx, by, rows, partial in GAMMA_BETA_TILES
+            for aligned in (False, True)
+            for rms in (False, True)]
+    return out
+
+
 def all_instantiations() -> list[Kernel]:
-    return forward_instantiations()
+    return forward_instantiations() + backward_instantiations()

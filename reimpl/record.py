@@ -41,12 +41,12 @@ def stamp() -> dict:
 
 
 def record_torch_launches(cases) -> dict:
-    """Profile torch's own forward for each case (inputs left unfilled: launches don't depend on values)."""
+    """Profile torch's own op for each case (inputs left unfilled: launches don't depend on values)."""
     out = []
     for case in cases:
-        x, w, b = case.make_inputs("cuda", values=False)
-        case.run_torch(x, w, b)  # warm-up outside the profiler
-        launches = profile_launches(lambda: case.run_torch(x, w, b))
+        args = case.make_args("cuda", values=False)
+        case.run_torch(*args)  # warm-up outside the profiler
+        launches = profile_launches(lambda: case.run_torch(*args))
         out.append({"id": case.id, "case": case.as_dict(), "launches": launches})
-        del x, w, b
+        del args
     return {**stamp(), "cases": out}

@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from reimpl import compile as compile_mod, cubin, runtime
+from reimpl import plan
 from reimpl.cases import Case
-from reimpl.layer_norm_kernel import _fused_rms_norm_cuda, layer_norm_cuda
 
 RECORD = Path(__file__).resolve().parents[1] / "reference" / "torch_launches_forward.json"
 DATA = json.loads(RECORD.read_text())
@@ -16,25 +15,11 @@ DATA = json.loads(RECORD.read_text())
 
 @pytest.fixture(scope="module")
 def kernel_facts():
-    prog = compile_mod.build("sm_90")
-    static = cubin.static_shared_bytes(prog.cubin)
-    names = cubin.demangle(list(prog.lowered.values()))
-    by_expr = {expr: (full, static.get(m, 0)) for (expr, m), full in zip(prog.lowered.items(), names)}
-    return by_expr
+    return plan.kernel_facts("sm_90")
 
 
 def our_plan(case: Case, kernel_facts) -> list[dict]:
-    x, w, b = case.make_inputs("cpu", values=False)
-    with runtime.use(runtime.RecordingRuntime()) as rt:
-        if case.op == "layer_norm":
-            layer_norm_cuda(x, case.normalized_shape, w, b, case.eps)
-        else:
-            _fused_rms_norm_cuda(x, case.normalized_shape, w, case.eps)
-    plan = []
-    for l in rt.launches:
-        full, static = kernel_facts["at::native::" + l.kernel]
-        plan.append({"kernel": full, "grid": list(l.grid), "block": list(l.block), "smem": l.shared + static})
-    return plan
+    return plan.profiler_view(plan.host_launches(case), kernel_facts)
 
 
 def test_record_is_stamped():

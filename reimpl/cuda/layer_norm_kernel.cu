@@ -8,6 +8,10 @@
 //   RowwiseMomentsCUDAKernel      fallback path, pass 1: per-row mean/rstd with WelfordOps + BlockReduce
 //   LayerNormForwardCUDAKernel    fallback path, pass 2: y = (x - mean) * rstd * gamma + beta
 //   vectorized_layer_norm_kernel  fast path: one block per row, compute_stats then normalize, 4-wide loads
+// and of the backward kernels:
+//   layer_norm_grad_input_kernel             dX, one block (128 threads) per row, through compute_gI
+//   layer_norm_grad_input_kernel_vectorized  the same sums with 4-wide loads, when every buffer is aligned
+//   GammaBetaBackwardCUDAKernelTemplate      dgamma/dbeta: column sums over M, tiles chosen by M and N
 #include "c10_shim.cuh"
 #include "DeviceUtils.cuh"
 #include "SharedReduceOps.h"
@@ -388,6 +392,495 @@ __global__ void vectorized_layer_norm_kernel(
   vectorized_layer_norm_kernel_impl<T, T_ACC, rms_norm>(N, eps, X, gamma, beta, mean, rstd, Y);
 }
 // --8<-- [end:vectorized_layer_norm_kernel]
+
+// ============================== backward ==============================
+
+// --8<-- [start:compute_gI]
+// upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L356-L439
+// docs: upstream/layer_norm_kernel.md#compute_gI
+// dX for one row (block i1), unvectorized. With g = gamma * dy and xhat = (x - mean) * rstd:
+//   dX = (N*g - sum(g) - xhat * sum(g * xhat)) * rstd / N
+// Pass 1 sums stats_x1 = sum(g) and stats_x2 = sum(g * xhat) (4 elements per step, strided by
+// blockDim.x * 4), BlockReduceSum combines them, and thread 0 broadcasts through buf[0..1].
+// Pass 2 writes dX one element per thread per step. Indices are 32-bit (i1 * N is unsigned int
+// arithmetic), as upstream.
+template <typename T, typename T_ACC, bool rms_norm>
+__device__ __inline__ void compute_gI(
+    const T* __restrict__ dY,
+    const T* __restrict__ X,
+    const T_ACC* __restrict__ mean,
+    const T_ACC* __restrict__ rstd,
+    const T* __restrict__ gamma,
+    T* dX,
+    const int N,
+    T_ACC* buf) {
+  const auto i1 = blockIdx.x;
+  T_ACC mean_val = 0;
+  if constexpr (!rms_norm) {
+    mean_val = mean[i1];
+  }
+  const T_ACC rstd_val = rstd[i1];
+  T_ACC stats_x1{0}, stats_x2{0};
+  constexpr int unroll = 4;
+  auto l = unroll * threadIdx.x;
+  const T* X_i = X + i1 * N;
+  const T* dY_i = dY + i1 * N;
+  T* dX_i = dX + i1 * N;
+  // plain loads, unrolled by 4 (this kernel runs when the buffers are not 4-element aligned)
+  for (; l + unroll - 1 < N; l += blockDim.x * unroll) {
+#pragma unroll
+    for (int k = 0; k < unroll; k++) {
+      const auto gamma_val = (gamma != nullptr) ? static_cast<T_ACC>(gamma[l + k]) : T_ACC(1);
+      const auto c_h = static_cast<T_ACC>(X_i[l + k]);
+      const auto c_loss = static_cast<T_ACC>(dY_i[l + k]);
+      if constexpr (!rms_norm) {
+        stats_x1 += c_loss * gamma_val;
+        stats_x2 += c_loss * gamma_val * (c_h - mean_val) * rstd_val;
+      } else {
+        stats_x2 += c_loss * gamma_val * (c_h) * rstd_val;
+      }
+    }
+  }
+  // the last N % 4 elements, one at a time, by whichever thread's l reached them
+  for (; l < N; l++) {
+    const auto gamma_val = (gamma != nullptr) ? static_cast<T_ACC>(gamma[l]) : T_ACC(1);
+    const auto c_h = static_cast<T_ACC>(X_i[l]);
+    const auto c_loss = static_cast<T_ACC>(dY_i[l]);
+    if constexpr (!rms_norm) {
+      stats_x1 += c_loss * gamma_val;
+      stats_x2 += c_loss * gamma_val * (c_h - mean_val) * rstd_val;
+    } else {
+      stats_x2 += c_loss * gamma_val * (c_h) * rstd_val;
+    }
+  }
+  if constexpr (!rms_norm) {
+    stats_x1 = cuda_utils::BlockReduceSum(stats_x1, buf);
+  }
+  stats_x2 = cuda_utils::BlockReduceSum(stats_x2, buf);
+  // only thread 0 holds the block sums: publish them
+  if (threadIdx.x == 0) {
+    if constexpr (!rms_norm) {
+      buf[0] = stats_x1;
+    }
+    buf[1] = stats_x2;
+  }
+  __syncthreads();
+  if constexpr (!rms_norm) {
+    stats_x1 = buf[0];
+  }
+  stats_x2 = buf[1];
+  T_ACC fH = N;
+  T_ACC term1 = (T_ACC(1) / fH) * rstd_val;
+
+  for (int l = threadIdx.x; l < N; l += blockDim.x) {
+    // x and dy stay T here: c10's mixed operators promote them inside each expression
+    const auto x = X_i[l];
+    const auto dy = dY_i[l];
+    const auto gamma_val = (gamma != nullptr) ? static_cast<T_ACC>(gamma[l]) : T_ACC(1);
+
+    T_ACC f_grad_input = fH * gamma_val * dy;
+    if constexpr (!rms_norm) {
+      f_grad_input -= (x - mean_val) * rstd_val * stats_x2;
+      f_grad_input -= stats_x1;
+    } else {
+      f_grad_input -= (x) * rstd_val * stats_x2;
+    }
+
+    f_grad_input *= term1;
+    dX_i[l] = f_grad_input;
+  }
+}
+// --8<-- [end:compute_gI]
+
+// --8<-- [start:layer_norm_grad_input_kernel]
+// upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L442-L455
+// docs: upstream/layer_norm_kernel.md#layer_norm_grad_input_kernel
+// One block of num_threads() (128) per row; buf is BlockReduceSum's one float per warp.
+template <typename T, typename T_ACC, bool rms_norm>
+__global__ void layer_norm_grad_input_kernel(
+    const T* __restrict__ dY,
+    const T* __restrict__ X,
+    const T_ACC* __restrict__ mean,
+    const T_ACC* __restrict__ rstd,
+    const T* __restrict__ gamma,
+    T* dX,
+    const int N) {
+  alignas(sizeof(double)) extern __shared__ char s_data1[];
+  T_ACC* buf = reinterpret_cast<T_ACC*>(&s_data1);
+
+  compute_gI<T, T_ACC, rms_norm>(dY, X, mean, rstd, gamma, dX, N, buf);
+}
+// --8<-- [end:layer_norm_grad_input_kernel]
+
+// --8<-- [start:layer_norm_grad_input_kernel_vectorized]
+// upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L463-L598
+// docs: upstream/layer_norm_kernel.md#layer_norm_grad_input_kernel_vectorized
+// compute_gI with aligned_vector loads and stores, chosen when dY, X, gamma and dX are all
+// 4-element aligned and N % 4 == 0. Each thread visits the same elements in the same order as
+// compute_gI's unrolled loop (4 consecutive elements, stride blockDim.x * 4), so the two kernels'
+// partial sums, and therefore their bits, agree.
+template <typename T, typename T_ACC, bool rms_norm>
+__global__ void layer_norm_grad_input_kernel_vectorized(
+    const T* __restrict__ dY,
+    const T* __restrict__ X,
+    const T_ACC* __restrict__ mean,
+    const T_ACC* __restrict__ rstd,
+    const T* __restrict__ gamma,
+    T* dX,
+    const int N) {
+  alignas(sizeof(double)) extern __shared__ char shared_data[];
+  T_ACC* reduce_buf = reinterpret_cast<T_ACC*>(&shared_data);
+
+  const auto bIdx = blockIdx.x;
+  T_ACC mean_val = 0;
+  if constexpr (!rms_norm) {
+    mean_val = mean[bIdx];
+  }
+  const T_ACC rstd_val = rstd[bIdx];
+  const T* X_i = X + bIdx * N;
+  const T* dY_i = dY + bIdx * N;
+  T* dX_i = dX + bIdx * N;
+
+  using vec_t = aligned_vector<T, vec_size>;
+  const vec_t* const X_i_vec_ptr = reinterpret_cast<const vec_t*>(X_i);
+  const vec_t* const dY_i_vec_ptr = reinterpret_cast<const vec_t*>(dY_i);
+  const vec_t* const gamma_vec_ptr = (gamma != nullptr) ? reinterpret_cast<const vec_t*>(gamma) : nullptr;
+  vec_t* const dX_i_vec = reinterpret_cast<vec_t*>(dX_i);
+
+  vec_t X_i_vec_reg, dY_i_vec_reg, gamma_vec_reg, dX_i_vec_reg;
+  // without gamma the register keeps these ones
+  for (int k = 0; k < vec_size; ++k) {
+    gamma_vec_reg.val[k] = T(1);
+  }
+
+  T_ACC stats_x1{0}, stats_x2{0};
+  unsigned int l = threadIdx.x * vec_size;
+  for (; l + vec_size - 1 < N; l += blockDim.x * vec_size) {
+    unsigned int vec_idx = l / vec_size;
+    if (gamma != nullptr) {
+      gamma_vec_reg = gamma_vec_ptr[vec_idx];
+    }
+
+    X_i_vec_reg = X_i_vec_ptr[vec_idx];
+    dY_i_vec_reg = dY_i_vec_ptr[vec_idx];
+
+    for (int k = 0; k < vec_size; ++k) {
+      const auto gamma_val = static_cast<T_ACC>(gamma_vec_reg.val[k]);
+      const auto c_h = static_cast<T_ACC>(X_i_vec_reg.val[k]);
+      const auto c_loss = static_cast<T_ACC>(dY_i_vec_reg.val[k]);
+      if constexpr (!rms_norm) {
+        stats_x1 += c_loss * gamma_val;
+        stats_x2 += c_loss * gamma_val * (c_h - mean_val) * rstd_val;
+      } else {
+        stats_x2 += c_loss * gamma_val * (c_h) * rstd_val;
+      }
+    }
+  }
+
+  // never runs: the host picks this kernel only when N % vec_size == 0
+  for (; l < N; l++) {
+    const auto gamma_val = (gamma != nullptr) ? static_cast<T_ACC>(gamma[l]) : T_ACC(1);
+    const auto c_h = static_cast<T_ACC>(X_i[l]);
+    const auto c_loss = static_cast<T_ACC>(dY_i[l]);
+    if constexpr (!rms_norm) {
+      stats_x1 += c_loss * gamma_val;
+      stats_x2 += c_loss * gamma_val * (c_h - mean_val) * rstd_val;
+    } else {
+      stats_x2 += c_loss * gamma_val * (c_h) * rstd_val;
+    }
+  }
+
+  if constexpr (!rms_norm) {
+    stats_x1 = cuda_utils::BlockReduceSum(stats_x1, reduce_buf);
+  }
+  stats_x2 = cuda_utils::BlockReduceSum(stats_x2, reduce_buf);
+  if (threadIdx.x == 0) {
+    if constexpr (!rms_norm) {
+      reduce_buf[0] = stats_x1;
+    }
+    reduce_buf[1] = stats_x2;
+  }
+  __syncthreads();
+  if constexpr (!rms_norm) {
+    stats_x1 = reduce_buf[0];
+  }
+  stats_x2 = reduce_buf[1];
+
+  T_ACC fH = N;
+  T_ACC term1 = (T_ACC(1) / fH) * rstd_val;
+
+  l = threadIdx.x * vec_size;
+  for (; l + vec_size - 1 < N; l += blockDim.x * vec_size) {
+    unsigned int vec_idx = l / vec_size;
+    if (gamma != nullptr) {
+      gamma_vec_reg = gamma_vec_ptr[vec_idx];
+    }
+
+    X_i_vec_reg = X_i_vec_ptr[vec_idx];
+    dY_i_vec_reg = dY_i_vec_ptr[vec_idx];
+
+    for (int k = 0; k < vec_size; ++k) {
+      const auto gamma_val = static_cast<T_ACC>(gamma_vec_reg.val[k]);
+      const auto x = static_cast<T_ACC>(X_i_vec_reg.val[k]);
+      const auto dy = static_cast<T_ACC>(dY_i_vec_reg.val[k]);
+
+      T_ACC f_grad_input = fH * gamma_val * dy;
+      if constexpr (!rms_norm) {
+        f_grad_input -= (x - mean_val) * rstd_val * stats_x2;
+        f_grad_input -= stats_x1;
+      } else {
+        f_grad_input -= (x) * rstd_val * stats_x2;
+      }
+      f_grad_input *= term1;
+      dX_i_vec_reg.val[k] = f_grad_input;
+    }
+
+    dX_i_vec[vec_idx] = dX_i_vec_reg;
+  }
+
+  // never runs either (N % vec_size == 0); note the stride, blockDim.x rather than 1
+  for (; l < N; l += blockDim.x) {
+    const auto x = X_i[l];
+    const auto dy = dY_i[l];
+    const auto gamma_val = (gamma != nullptr) ? static_cast<T_ACC>(gamma[l]) : T_ACC(1);
+
+    T_ACC f_grad_input = fH * gamma_val * dy;
+    if constexpr (!rms_norm) {
+      f_grad_input -= (x - mean_val) * rstd_val * stats_x2;
+      f_grad_input -= stats_x1;
+    } else {
+      f_grad_input -= (x) * rstd_val * stats_x2;
+    }
+    f_grad_input *= term1;
+    dX_i[l] = f_grad_input;
+  }
+}
+// --8<-- [end:layer_norm_grad_input_kernel_vectorized]
+
+// (upstream L601-L638, GammaBetaBackwardSimpleCUDAKernel, is launched only by the ROCm branch of
+// LayerNormBackwardKernelImplInternal; CUDA builds never instantiate it, so it is not mirrored.)
+
+// --8<-- [start:blockReduceGammaBetaBackwardsHelper]
+// upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L640-L708
+// docs: upstream/layer_norm_kernel.md#blockReduceGammaBetaBackwardsHelper
+// One tile of rows_per_block_y rows starting at M_start: each thread owns column thread_x and
+// rows_per_thread_y consecutive rows. Lane r of the warp loads mean/rstd of the warp's r-th row;
+// the accumulation loop fetches them with an indexed shuffle instead of a global load per row.
+template <typename T, typename T_ACC,
+          unsigned int block_dim_x,
+          unsigned int block_dim_y,
+          unsigned int rows_per_block_y,
+          bool check_x,
+          bool check_y,
+          bool rms_norm>
+__device__ __forceinline__ void blockReduceGammaBetaBackwardsHelper(
+    int64_t M_start,
+    int64_t M,
+    int64_t N,
+    const T* __restrict__ dY,
+    const T* __restrict__ X,
+    const T_ACC* __restrict__ mean,
+    const T_ACC* __restrict__ rstd,
+    T* __restrict__ dg,
+    T* __restrict__ db,
+    T_ACC& dg_sum,
+    T_ACC& db_sum) {
+  constexpr int rows_per_thread_y = rows_per_block_y / block_dim_y;
+  int64_t thread_x = blockIdx.x * block_dim_x + threadIdx.x;
+
+  int lane_id = (threadIdx.y * blockDim.x + threadIdx.x) & (kWarpSize - 1);
+  int64_t mean_index = M_start + threadIdx.y * rows_per_thread_y;
+  T_ACC warp_mean = 0, warp_rstd = 0;
+  if (lane_id < rows_per_thread_y && mean_index + lane_id < M) {
+    if constexpr (!rms_norm) {
+      warp_mean = mean[mean_index + lane_id];
+    }
+    warp_rstd = rstd[mean_index + lane_id];
+  }
+  // the shuffles below read other lanes' warp_mean / warp_rstd
+  WARP_SYNC();
+
+  T_ACC dY_regs[rows_per_thread_y] = {0};
+  T_ACC X_regs[rows_per_thread_y] = {0};
+#pragma unroll
+  for (int i = 0; i < rows_per_thread_y; ++i) {
+    int64_t current_y = M_start + threadIdx.y * rows_per_thread_y + i;
+    bool active = true;
+    if (check_x && thread_x >= N) {
+      active = false;
+    }
+    if (check_y && current_y >= M) {
+      active = false;
+    }
+    if (active) {
+      dY_regs[i] = dY[current_y * N + thread_x];
+      X_regs[i] = X[current_y * N + thread_x];
+    }
+  }
+
+  // rows outside the matrix left dY_regs[i] = 0, so they add exact zeros (or NaN if rstd is)
+#pragma unroll
+  for (int i = 0; i < rows_per_thread_y; ++i) {
+    T_ACC rstd_reg = WARP_SHFL(warp_rstd, i, kWarpSize);
+    if constexpr (!rms_norm) {
+      T_ACC mean_reg = WARP_SHFL(warp_mean, i, kWarpSize);
+      dg_sum += dY_regs[i] * (X_regs[i] - mean_reg) * rstd_reg;
+      db_sum += dY_regs[i];
+    } else {
+      dg_sum += dY_regs[i] * (X_regs[i]) * rstd_reg;
+    }
+  }
+}
+// --8<-- [end:blockReduceGammaBetaBackwardsHelper]
+
+// --8<-- [start:blockReduceGammaBetaBackwardsWithChecks]
+// upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L710-L744
+// docs: upstream/layer_norm_kernel.md#blockReduceGammaBetaBackwardsWithChecks
+// Grid-stride over tiles in M. Full tiles skip the row bound check; only the last, partial
+// tile pays for it.
+template <typename T, typename T_ACC,
+          unsigned int block_dim_x,
+          unsigned int block_dim_y,
+          unsigned int rows_per_block_y,
+          bool check_x,
+          bool check_y,
+          bool rms_norm>
+__device__ __forceinline__ void blockReduceGammaBetaBackwardsWithChecks(
+    int64_t M,
+    int64_t N,
+    const T* __restrict__ dY,
+    const T* __restrict__ X,
+    const T_ACC* __restrict__ mean,
+    const T_ACC* __restrict__ rstd,
+    T* __restrict__ dg,
+    T* __restrict__ db,
+    T_ACC& dg_sum,
+    T_ACC& db_sum) {
+  for (int64_t M_start = blockIdx.y * rows_per_block_y;
+       M_start < M;
+       M_start += rows_per_block_y * gridDim.y) {
+    int64_t M_end = M_start + rows_per_block_y - 1;
+    if (!check_y || M_end < M) {
+      blockReduceGammaBetaBackwardsHelper<T, T_ACC, block_dim_x, block_dim_y, rows_per_block_y, check_x, false, rms_norm>(
+          M_start, M, N, dY, X, mean, rstd, dg, db, dg_sum, db_sum);
+    } else {
+      blockReduceGammaBetaBackwardsHelper<T, T_ACC, block_dim_x, block_dim_y, rows_per_block_y, check_x, true, rms_norm>(
+          M_start, M, N, dY, X, mean, rstd, dg, db, dg_sum, db_sum);
+    }
+  }
+}
+// --8<-- [end:blockReduceGammaBetaBackwardsWithChecks]
+
+// --8<-- [start:GammaBetaBackwardCUDAKernelTemplate]
+// upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L758-L867
+// docs: upstream/layer_norm_kernel.md#GammaBetaBackwardCUDAKernelTemplate
+// dgamma[j] = sum_i dY[i,j] * (X[i,j] - mean[i]) * rstd[i] and dbeta[j] = sum_i dY[i,j].
+// Blocks tile the columns 32 wide (block_dim_x); threadIdx.y splits each tile's rows.
+// Template flags: partial_reduction writes one partial sum per thread row (finished by the
+// host's .sum(0)); aligned_grid (M % rows_per_block_y == 0 and N % block_dim_x == 0) drops all
+// bound checks. Otherwise the block_dim_y partial sums of a column are transposed through
+// shared memory (rows padded to block_dim_x + 1 floats against bank conflicts) and added by a
+// warp's XOR-shuffle tree.
+template <typename T, typename T_ACC,
+          unsigned int block_dim_x, unsigned int block_dim_y,
+          unsigned int rows_per_block_y,
+          bool partial_reduction,
+          bool aligned_grid,
+          bool rms_norm>
+__global__ void __launch_bounds__(block_dim_x * block_dim_y)
+GammaBetaBackwardCUDAKernelTemplate(
+    int64_t M,
+    int64_t N,
+    const T* __restrict__ dY,
+    const T* __restrict__ X,
+    const T_ACC* __restrict__ mean,
+    const T_ACC* __restrict__ rstd,
+    T* __restrict__ dg,
+    T* __restrict__ db) {
+  // a warp's lanes hold the mean/rstd of one thread row's rows: they must fit in one warp
+  constexpr int rows_per_thread_y = rows_per_block_y / block_dim_y;
+  static_assert(rows_per_thread_y <= kWarpSize);
+
+  T_ACC dg_sum = 0;
+  T_ACC db_sum = 0;
+
+  if (aligned_grid) {
+    blockReduceGammaBetaBackwardsWithChecks
+        <T, T_ACC, block_dim_x, block_dim_y, rows_per_block_y, false, false, rms_norm>(
+            M, N, dY, X, mean, rstd, dg, db, dg_sum, db_sum);
+  } else {
+    // rows always need checks here; columns only in the last block of x
+    if (blockIdx.x * block_dim_x + block_dim_x - 1 < N) {
+      blockReduceGammaBetaBackwardsWithChecks
+          <T, T_ACC, block_dim_x, block_dim_y, rows_per_block_y, false, true, rms_norm>(
+              M, N, dY, X, mean, rstd, dg, db, dg_sum, db_sum);
+    } else {
+      blockReduceGammaBetaBackwardsWithChecks
+          <T, T_ACC, block_dim_x, block_dim_y, rows_per_block_y, true, true, rms_norm>(
+              M, N, dY, X, mean, rstd, dg, db, dg_sum, db_sum);
+    }
+  }
+
+  int64_t thread_x = ((int64_t)blockIdx.x) * block_dim_x + threadIdx.x;
+
+  // nothing to combine within the block: each thread writes its own sum (row thread_y)
+  if (partial_reduction || (blockDim.y == 1 && gridDim.y == 1)) {
+    if (aligned_grid || thread_x < N) {
+      int64_t thread_y = ((int64_t)blockIdx.y) * blockDim.y + threadIdx.y;
+      if (dg) {
+        dg[thread_y * N + thread_x] = dg_sum;
+      }
+      if (db && !rms_norm) {
+        db[thread_y * N + thread_x] = db_sum;
+      }
+    }
+  } else {
+    static_assert(rows_per_thread_y <= C10_WARP_SIZE);
+    alignas(sizeof(double)) extern __shared__ char s_data1[];
+    T_ACC* s_data_typed = reinterpret_cast<T_ACC*>(&s_data1);
+    T_ACC* s_dg;
+    T_ACC* s_db;
+    int padded_bx = (block_dim_x + 1);
+    // thread (x, y) stores at [y][x]; column i is then read as [lane][i], lanes 0..block_dim_y-1
+    s_dg = s_data_typed;
+    s_db = s_data_typed + (padded_bx * block_dim_y);
+    s_dg[threadIdx.y * padded_bx + threadIdx.x] = dg_sum;
+    s_db[threadIdx.y * padded_bx + threadIdx.x] = db_sum;
+    __syncthreads();
+
+    // each warp reduces columns warp_id, warp_id + warps, ...: one column per warp at a time
+    static_assert(block_dim_x * block_dim_y % C10_WARP_SIZE == 0);
+    constexpr int warps_available_to_reduce = block_dim_x * block_dim_y / C10_WARP_SIZE;
+    int thread_id = threadIdx.y * block_dim_x + threadIdx.x;
+    int warp_id = thread_id / C10_WARP_SIZE;
+    int lane_id = thread_id & (C10_WARP_SIZE - 1);
+#pragma unroll
+    for (int i = warp_id; i < block_dim_x; i += warps_available_to_reduce) {
+      // lanes >= block_dim_y hold garbage, but the XOR tree never mixes them into lane 0's group
+      T_ACC reg_db, reg_dg;
+      if (lane_id < block_dim_y) {
+        reg_dg = s_dg[lane_id * padded_bx + i];
+        reg_db = s_db[lane_id * padded_bx + i];
+      }
+#pragma unroll
+      for (unsigned delta = block_dim_y >> 1; delta >= 1; delta >>= 1) {
+        reg_dg += WARP_SHFL_XOR(reg_dg, delta, kWarpSize);
+        reg_db += WARP_SHFL_XOR(reg_db, delta, kWarpSize);
+      }
+      int64_t out_index = ((int64_t)blockIdx.x) * block_dim_x + i;
+      if (threadIdx.x == 0 && (aligned_grid || out_index < N)) {
+        if (dg) {
+          dg[out_index] = reg_dg;
+        }
+        if (db && !rms_norm) {
+          db[out_index] = reg_db;
+        }
+      }
+    }
+  }
+}
+// --8<-- [end:GammaBetaBackwardCUDAKernelTemplate]
+
 
 } // namespace
 

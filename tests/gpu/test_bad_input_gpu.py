@@ -101,3 +101,96 @@ def test_rows_above_the_grid_limit():
     assert str(ours) == str(theirs), (str(ours), str(theirs))
     del x
     torch.cuda.empty_cache()
+
+
+def _bwd_args(M=8, N=512, dtype=torch.float32):
+    x = _x(M, N, dtype=dtype)
+    w, b = _x(N, dtype=dtype), _x(N, dtype=dtype)
+    _, mean, rstd = torch.ops.aten.native_layer_norm(x, [N], w, b, 1e-5)
+    return {"dy": _x(M, N, dtype=dtype), "x": x, "mean": mean, "rstd": rstd, "w": w, "b": b, "ns": (N,),
+            "mask": [True, True, True]}
+
+
+BAD_BACKWARD = {
+    "normalized_shape_mismatch": {"ns": (256,)},
+    "weight_shape": {"w_shape": 256},
+    "grad_numel": {"dy_rows": 7},
+    "mean_numel": {"mean_rows": 4},
+    "rstd_numel": {"rstd_rows": 4},
+    "grad_dtype": {"dy_dtype": torch.float16},
+    "mean_dtype": {"mean_dtype": torch.float16},
+    "weight_grad_without_weight": {"w": None},
+    "bias_grad_without_bias": {"b": None},
+    "mean_on_cpu": {"mean_cpu": True},
+    "grad_on_cpu": {"dy_cpu": True},
+}
+
+
+def _apply(name):
+    a = _bwd_args()
+    spec = dict(BAD_BACKWARD[name])
+    if "w_shape" in spec:
+        a["w"] = _x(spec.pop("w_shape"))
+    if "dy_rows" in spec:
+        a["dy"] = a["dy"][:spec.pop("dy_rows")]
+    if "mean_rows" in spec:
+        a["mean"] = a["mean"][:spec.pop("mean_rows")]
+    if "rstd_rows" in spec:
+        a["rstd"] = a["rstd"][:spec.pop("rstd_rows")]
+    if "dy_dtype" in spec:
+        a["dy"] = a["dy"].to(spec.pop("dy_dtype"))
+    if "mean_dtype" in spec:
+        a["mean"] = a["mean"].to(spec.pop("mean_dtype"))
+    if spec.pop("mean_cpu", False):
+        a["mean"] = a["mean"].cpu()
+    if spec.pop("dy_cpu", False):
+        a["dy"] = a["dy"].cpu()
+    a.update(spec)
+    return a
+
+
+@pytest.mark.parametrize("name", sorted(BAD_BACKWARD))
+def test_layer_norm_backward_bad_input(name):
+    a = _apply(name)
+    assert_same_error(
+        lambda: reimpl.native_layer_norm_backward(a["dy"], a["x"], a["ns"], a["mean"], a["rstd"], a["w"], a["b"],
+                                                  a["mask"]),
+        lambda: torch.ops.aten.native_layer_norm_backward(a["dy"], a["x"], list(a["ns"]), a["mean"], a["rstd"],
+                                                          a["w"], a["b"], a["mask"]))
+
+
+@pytest.mark.parametrize("name", ["normalized_shape_mismatch", "weight_shape", "grad_numel", "rstd_numel",
+                                  "grad_dtype", "weight_grad_without_weight", "grad_on_cpu"])
+def test_fused_rms_norm_backward_bad_input(name):
+    a = _apply(name)
+    assert_same_error(
+        lambda: reimpl.fused_rms_norm_backward(a["dy"], a["x"], a["ns"], a["rstd"], a["w"], a["mask"][:2]),
+        lambda: torch.ops.aten._fused_rms_norm_backward(a["dy"], a["x"], list(a["ns"]), a["rstd"], a["w"],
+                                                        a["mask"][:2]))
+
+
+def test_partial_path_bias_grad_without_weight_grad_fails_as_in_torch():
+    """torch 2.11 sizes dbeta's partial-sum buffer from dgamma (LaunchGammaBetaBackwardCUDAKernel),
+    so asking for dbeta but not dgamma on the tall-and-narrow path raises after dX's kernel ran.
+    The mirror fails the same way, after the same launch."""
+    from reimpl.record import profile_launches
+    a = _bwd_args(M=65537, N=64)
+    mask = [True, False, True]
+
+    def ours():
+        return reimpl.native_layer_norm_backward(a["dy"], a["x"], (64,), a["mean"], a["rstd"], a["w"], a["b"], mask)
+
+    def theirs():
+        return torch.ops.aten.native_layer_norm_backward(a["dy"], a["x"], [64], a["mean"], a["rstd"], a["w"], a["b"],
+                                                         mask)
+    errors, launches = [], []
+    for fn in (ours, theirs):
+        def run(fn=fn):
+            try:
+                fn()
+            except Exception as e:  # noqa: BLE001 - the error is what we compare
+                errors.append(e)
+        launches.append(profile_launches(run))
+    assert len(errors) == 2, errors
+    assert isinstance(errors[0], type(errors[1])) and str(errors[0]) == str(errors[1]), (errors[0], errors[1])
+    assert launches[0] == launches[1] and len(launches[0]) == 1

@@ -1,0 +1,52 @@
+"""Autograd for the mirror: torch.autograd.Functions whose forward and backward are our kernels,
+wired as torch's derivatives.yaml wires aten's: native_layer_norm's backward is
+native_layer_norm_backward(grad, input, normalized_shape, mean, rstd, weight, bias, mask), and
+_fused_rms_norm's is _fused_rms_norm_backward(grad, input, normalized_shape, rstd, weight, mask),
+with mask[i] = "input i needs a gradient". Not twice differentiable: torch's double backward of
+LayerNorm is a composite of other ops, which this repository does not mirror.
+"""
+from __future__ import annotations
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from . import api
+
+
+def needs_grad(*tensors) -> bool:
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+class LayerNormFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input, normalized_shape, weight, bias, eps):
+        out, mean, rstd = api.native_layer_norm(input, normalized_shape, weight, bias, eps)
+        ctx.normalized_shape = normalized_shape
+        ctx.save_for_backward(input, weight, bias, mean, rstd)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out):
+        input, weight, bias, mean, rstd = ctx.saved_tensors
+        mask = (ctx.needs_input_grad[0], ctx.needs_input_grad[2], ctx.needs_input_grad[3])
+        dX, dgamma, dbeta = api.native_layer_norm_backward(grad_out, input, ctx.normalized_shape, mean, rstd,
+                                                          weight, bias, mask)
+        return dX, None, dgamma, dbeta, None
+
+
+class RMSNormFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input, normalized_shape, weight, eps):
+        out, rstd = api.fused_rms_norm(input, normalized_shape, weight, eps)
+        ctx.normalized_shape = normalized_shape
+        ctx.save_for_backward(input, weight, rstd)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out):
+        input, weight, rstd = ctx.saved_tensors
+        mask = (ctx.needs_input_grad[0], ctx.needs_input_grad[2])
+        dX, dgamma = api.fused_rms_norm_backward(grad_out, input, ctx.normalized_shape, rstd, weight, mask)
+        return dX, None, dgamma, None

@@ -1,0 +1,32 @@
+"""Launch plans without a GPU: run the host mirror for a case under a RecordingRuntime and report
+each launch as torch's profiler would (full demangled signature, grid, block, and shared memory as
+dynamic `nshared` plus the kernel's static shared memory, read from our compiled cubin)."""
+from __future__ import annotations
+
+from . import runtime
+
+
+def host_launches(case) -> list[runtime.Launch]:
+    """The launches the host mirror makes for `case` (forward or backward), on CPU tensors."""
+    args = case.make_args("cpu", values=False)
+    with runtime.use(runtime.RecordingRuntime()) as rt:
+        case.run_host(*args)
+    return rt.launches
+
+
+def kernel_facts(arch: str = "sm_90") -> dict[str, tuple[str, int]]:
+    """Kernel.expr -> (demangled signature, static shared bytes), from our cubin."""
+    from . import compile as compile_mod, cubin
+    prog = compile_mod.build(arch)
+    static = cubin.static_shared_bytes(prog.cubin)
+    names = cubin.demangle(list(prog.lowered.values()))
+    return {expr: (full, static.get(m, 0)) for (expr, m), full in zip(prog.lowered.items(), names)}
+
+
+def profiler_view(launches: list[runtime.Launch], facts: dict) -> list[dict]:
+    """Launches as torch.profiler records them: {kernel, grid, block, smem}."""
+    out = []
+    for l in launches:
+        full, static = facts["at::native::" + l.kernel]
+        out.append({"kernel": full, "grid": list(l.grid), "block": list(l.block), "smem": l.shared + static})
+    return out
