@@ -68,14 +68,11 @@ class TensorRef:
         return self.t is not None
 
     def size(self, dim: int) -> int:
-        """`(*ref).size(dim)`; on an undefined tensor ATen raises, and so do we."""
+        """`(*ref).size(dim)`. An undefined Tensor answers as c10's default TensorImpl shape, one
+        dimension of size 0; upstream's partial GammaBeta path relies on that (see its comment)."""
         if self.t is None:
-            raise TorchCheckError(UNDEFINED_SIZE_MESSAGE)
+            return (0,)[dim]
         return self.t.size(dim)
-
-
-# What Tensor::size(dim) raises on an undefined tensor (UndefinedTensorImpl), as torch 2.11 says it.
-UNDEFINED_SIZE_MESSAGE = "size() called on an undefined Tensor"
 
 
 def _dispatch(X, name: str):

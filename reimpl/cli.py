@@ -1,4 +1,5 @@
-"""python -m reimpl: compile, show launch plans, check parity with torch, benchmark, record launches."""
+"""python -m reimpl: compile, show launch plans, check parity with torch, benchmark, record launches,
+fetch the pinned upstream files."""
 from __future__ import annotations
 
 import argparse
@@ -22,26 +23,25 @@ def _cmd_compile(args) -> int:
 
 def _case_from_args(args):
     from .cases import Case
+    from .cases_backward import BackwardCase
     shape = tuple(int(s) for s in args.shape.split(","))
-    return Case(args.op, args.dtype, shape, norm_ndim=args.norm_ndim, weight=not args.no_weight,
-                bias=not args.no_bias, x_offset=args.x_offset, w_offset=args.w_offset, b_offset=args.b_offset)
+    common = dict(norm_ndim=args.norm_ndim, weight=not args.no_weight, bias=not args.no_bias,
+                  x_offset=args.x_offset, w_offset=args.w_offset, b_offset=args.b_offset)
+    if args.backward:
+        mask = tuple(m == "1" for m in args.mask.split(","))
+        return BackwardCase(args.op, args.dtype, shape, mask=mask, dy_offset=args.dy_offset, **common)
+    return Case(args.op, args.dtype, shape, **common)
 
 
 def _cmd_plan(args) -> int:
     """Run the host dispatch with a recording runtime: which kernels, grid, block, shared memory."""
-    from . import runtime
-    from .layer_norm_kernel import _fused_rms_norm_cuda, layer_norm_cuda
+    from .plan import host_launches
     case = _case_from_args(args)
-    x, w, b = case.make_inputs("cpu", values=False)
-    with runtime.use(runtime.RecordingRuntime()) as rt:
-        if case.op == "layer_norm":
-            layer_norm_cuda(x, case.normalized_shape, w, b, 1e-5)
-        else:
-            _fused_rms_norm_cuda(x, case.normalized_shape, w, None)
+    launches = host_launches(case)
     print(case.id)
-    if not rt.launches:
-        print("  (no launch)")
-    for l in rt.launches:
+    if not launches:
+        print("  (no launch from layer_norm_kernel.cu)")
+    for l in launches:
         print(f"  {l.kernel}  grid {list(l.grid)}  block {list(l.block)}  dynamic smem {l.shared}")
     return 0
 
@@ -51,12 +51,20 @@ def _cmd_parity(args) -> int:
     if not torch.cuda.is_available():
         print("parity needs a CUDA GPU (torch.cuda.is_available() is False)", file=sys.stderr)
         return 2
-    from . import cases
+    from . import cases, cases_backward as bwd
     from .parity import check_cases
-    groups = {"paths": cases.path_cases(), "values": cases.value_cases(), "eps": cases.eps_cases(),
-              "layouts": cases.layout_cases(), "random": cases.random_cases(args.random)}
-    if not args.quick:
-        groups = {"shape_grid": cases.shape_grid(), **groups}
+    groups = {}
+    if args.which in ("forward", "both"):
+        groups.update({"paths": cases.path_cases(), "values": cases.value_cases(), "eps": cases.eps_cases(),
+                       "layouts": cases.layout_cases(), "random": cases.random_cases(args.random)})
+        if not args.quick:
+            groups = {"shape_grid": cases.shape_grid(), **groups}
+    if args.which in ("backward", "both"):
+        groups.update({"bwd_paths": bwd.path_cases(), "bwd_masks": bwd.mask_cases(),
+                       "bwd_values": bwd.value_cases(), "bwd_layouts": bwd.layout_cases(),
+                       "bwd_random": bwd.random_cases(max(args.random // 2, 1))})
+        if not args.quick:
+            groups.update({"bwd_shape_grid": bwd.shape_grid(), "bwd_partial": bwd.partial_cases()})
     failed = 0
     print(f"{'group':12s} {'cases':>6s} {'mismatched':>10s}")
     for name, cs in groups.items():
@@ -70,8 +78,8 @@ def _cmd_parity(args) -> int:
 
 
 def _cmd_bench(args) -> int:
-    from .bench import run
-    text = run()
+    from .bench import run, run_backward
+    text = run_backward() if args.backward else run()
     print(text)
     if args.out:
         with open(args.out, "w") as f:
@@ -80,14 +88,22 @@ def _cmd_bench(args) -> int:
 
 
 def _cmd_record(args) -> int:
-    from .cases import launch_cases
     from .record import record_torch_launches
+    if args.backward:
+        from .cases_backward import launch_cases
+    else:
+        from .cases import launch_cases
     data = record_torch_launches(launch_cases())
     with open(args.out, "w") as f:
         json.dump(data, f, indent=0)
         f.write("\n")
     print(f"recorded {len(data['cases'])} cases to {args.out}")
     return 0
+
+
+def _cmd_fetch(args) -> int:
+    from .fetch import main as fetch_main
+    return fetch_main(args.base, args.write_hash)
 
 
 def main(argv=None) -> int:
@@ -107,16 +123,27 @@ def main(argv=None) -> int:
     pl.add_argument("--x-offset", type=int, default=0)
     pl.add_argument("--w-offset", type=int, default=0)
     pl.add_argument("--b-offset", type=int, default=0)
+    pl.add_argument("--backward", action="store_true", help="plan the backward instead of the forward")
+    pl.add_argument("--mask", default="1,1,1", help="backward output_mask, e.g. 1,0,1")
+    pl.add_argument("--dy-offset", type=int, default=0)
     pl.set_defaults(fn=_cmd_plan)
     pa = sub.add_parser("parity", help="compare the mirror's bits with torch's on the GPU")
     pa.add_argument("--quick", action="store_true", help="skip the large shape grid")
-    pa.add_argument("--random", type=int, default=2000, help="random sweep size")
+    pa.add_argument("--random", type=int, default=2000, help="random sweep size (the backward's is half)")
+    pa.add_argument("--which", choices=("forward", "backward", "both"), default="both")
     pa.set_defaults(fn=_cmd_parity)
     b = sub.add_parser("bench", help="GPU time and host overhead, ours vs torch")
     b.add_argument("--out")
+    b.add_argument("--backward", action="store_true", help="forward+backward and backward-only instead of forward")
     b.set_defaults(fn=_cmd_bench)
-    r = sub.add_parser("record-launches", help="record torch's forward launches (GPU) into a JSON file")
+    r = sub.add_parser("record-launches", help="record torch's launches (GPU) for the case matrix into a JSON file")
     r.add_argument("--out", required=True)
+    r.add_argument("--backward", action="store_true", help="the backward's case matrix instead of the forward's")
     r.set_defaults(fn=_cmd_record)
+    f = sub.add_parser("fetch-upstream", help="download the pinned upstream files into .cache/upstream and verify "
+                       "their sha256 (and the installed wheel's headers when it is torch 2.11.0)")
+    f.add_argument("--base", help="fetch from this base URL instead of raw.githubusercontent.com at the pin")
+    f.add_argument("--write-hash", action="store_true", help="record the sha256 of files the manifest has none for")
+    f.set_defaults(fn=_cmd_fetch)
     args = p.parse_args(argv)
     return args.fn(args)

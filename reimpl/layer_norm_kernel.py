@@ -36,7 +36,7 @@ INT_MAX = 2**31 - 1
 
 def _expected_true(cond: str) -> str:
     """What a TORCH_CHECK without a message says."""
-    return (f"Expected {cond} to be true, but got false.  (Could this error message be improper? "
+    return (f"Expected {cond} to be true, but got false.  (Could this error message be improved?  "
             "If so, please report an enhancement request to PyTorch.)")
 
 
@@ -132,7 +132,8 @@ def LaunchGammaBetaBackwardCUDAKernel(T, T_ACC, rms_norm,
                                         dtype=dgamma.t.dtype, device=dgamma.t.device)
             dgamma_blocks_ptr = data_ptr(dgamma_blocks, T)
         if dbeta.defined() and not rms_norm:
-            # upstream sizes dbeta's buffer from dgamma: with dgamma not requested this raises
+            # upstream sizes dbeta's buffer from dgamma: with dgamma not requested that is 0 columns,
+            # so the kernel gets a null db and .sum(0) returns an empty dbeta (torch 2.11 does this)
             dbeta_blocks = torch.empty((blocks_y * threads[1], dgamma.size(-1)),
                                        dtype=dbeta.t.dtype, device=dbeta.t.device)
             dbeta_blocks_ptr = data_ptr(dbeta_blocks, T)

@@ -142,6 +142,7 @@ class TorchCupyRuntime:
             raise ValueError(f"REIMPL_LAUNCH must be 'driver' or 'cupy', not {self.launch_mode!r}")
         self._devices: dict[int, _DeviceState] = {}
         self._streams: dict[int, _Stream] = {}
+        self._thread = threading.local()  # .ready: devices whose context is current in this thread
         self.record: list[Launch] | None = None  # set to a list to also record live launches
 
     def _state(self, device: int) -> _DeviceState:
@@ -186,8 +187,22 @@ class TorchCupyRuntime:
             module.load(prog.cubin)
         return prog, module
 
+    def _ensure_context(self, device: int) -> None:
+        """Make the device's primary context current in this thread. cuLaunchKernel needs one, and a
+        thread torch made (autograd's backward worker) may not have it yet: torch's runtime-API calls
+        never required it. cudaSetDevice makes it current."""
+        import cupy
+        ready = getattr(self._thread, "ready", None)
+        if ready is None:
+            ready = self._thread.ready = set()
+        cupy.cuda.runtime.setDevice(device)
+        ready.add(device)
+
     def launch(self, kernel: Kernel, grid, block, shared: int, stream: int, *args) -> None:
         device = self._get_device()
+        ready = getattr(self._thread, "ready", ())
+        if device not in ready:
+            self._ensure_context(device)
         st = self._devices.get(device)
         fn = st.functions.get(kernel) if st is not None else None
         if fn is None:

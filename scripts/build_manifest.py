@@ -59,12 +59,26 @@ SYMBOLS = {
     "vectorized_layer_norm_kernel_impl": (LN, None, "reimpl/cuda/layer_norm_kernel.cu"),
     "vectorized_layer_norm_kernel_impl_double": (LN, None, "reimpl/cuda/layer_norm_kernel.cu"),
     "vectorized_layer_norm_kernel": (LN, None, "reimpl/cuda/layer_norm_kernel.cu"),
+    "compute_gI": (LN, None, "reimpl/cuda/layer_norm_kernel.cu"),
+    "layer_norm_grad_input_kernel": (LN, None, "reimpl/cuda/layer_norm_kernel.cu"),
+    "layer_norm_grad_input_kernel_vectorized": (LN, None, "reimpl/cuda/layer_norm_kernel.cu"),
+    "blockReduceGammaBetaBackwardsHelper": (LN, None, "reimpl/cuda/layer_norm_kernel.cu"),
+    "blockReduceGammaBetaBackwardsWithChecks": (LN, None, "reimpl/cuda/layer_norm_kernel.cu"),
+    "GammaBetaBackwardCUDAKernelTemplate": (LN, None, "reimpl/cuda/layer_norm_kernel.cu"),
+    "LaunchAndCheckGammaBetaBackwardKernel": (LN, None, "reimpl/layer_norm_kernel.py"),
+    "ConfigureAndLaunchGammaBetaBackwardKernel": (LN, None, "reimpl/layer_norm_kernel.py"),
+    "LaunchGammaBetaBackwardCUDAKernel": (LN, None, "reimpl/layer_norm_kernel.py"),
     "launch_vectorized_layer_norm_kernel": (LN, None, "reimpl/layer_norm_kernel.py"),
     "LayerNormKernelImplInternal": (LN, None, "reimpl/layer_norm_kernel.py"),
     "LayerNormKernelImpl": (LN, None, "reimpl/layer_norm_kernel.py"),
     "RmsNormKernelImpl": (LN, None, "reimpl/layer_norm_kernel.py"),
+    "LayerNormBackwardKernelImplInternal": (LN, None, "reimpl/layer_norm_kernel.py"),
+    "LayerNormBackwardKernelImpl": (LN, None, "reimpl/layer_norm_kernel.py"),
+    "RMSNormBackwardKernelImpl": (LN, None, "reimpl/layer_norm_kernel.py"),
     "layer_norm_cuda": (LN, None, "reimpl/layer_norm_kernel.py"),
+    "layer_norm_backward_cuda": (LN, None, "reimpl/layer_norm_kernel.py"),
     "_fused_rms_norm_cuda": (LN, None, "reimpl/layer_norm_kernel.py"),
+    "_fused_rms_norm_backward_cuda": (LN, None, "reimpl/layer_norm_kernel.py"),
 }
 DOCS_PAGE = {
     "aten/src/ATen/cuda/DeviceUtils.cuh": "upstream/DeviceUtils.md",
@@ -131,6 +145,11 @@ def main() -> None:
                  "source": "not shipped in the wheel and not in the search index at the pin; line ranges "
                            "reconstructed (see ln_ranges in scripts/build_manifest.py), anchored by torch's "
                            "error location layer_norm_kernel.cu:1093 (LayerNormKernelImplInternal's grid check)"}
+    files["aten/src/ATen/native/layer_norm.cpp"] = {
+        "sha256": None,
+        "source": "not shipped in the wheel; its aten::rms_norm (rms_norm_symint) runs _check_rms_norm_inputs_symint "
+                  "and chooses between _fused_rms_norm and a composite, which reimpl/api.py's rms_norm mirrors "
+                  "without line ranges"}
     lnr = ln_ranges()
     symbols = {}
     for name, (up, pattern, ours) in SYMBOLS.items():

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # The whole GPU check in one call (for the lent H100; any CUDA machine with torch + CuPy works):
-# environment stamp, torch's recorded launches, the GPU test suite with its summary, the benchmark,
-# and torch's own headers for reference/. Results go to $OUT (default: ./gpu-out).
+# environment stamp, torch's recorded launches (forward and backward), the GPU test suite with its
+# summary, the benchmarks, the numerics example for the docs, and torch's own headers for reference/.
+# Results go to $OUT (default: ./gpu-out). STEPS picks a subset; the device tool allows 10 minutes a
+# command, so the suite is usually run as two calls, e.g. STEPS="env record_bwd tests" then
+# STEPS="bench bench_bwd numerics".
 set -u
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 REIMPL_CACHE_DIR=${REIMPL_CACHE_DIR:-/tmp/reimpl-cache}
-STEPS=${STEPS:-"env record tests bench headers anchor hostprof"}
+STEPS=${STEPS:-"env record record_bwd tests bench bench_bwd numerics headers anchor hostprof"}
 has() { case " $STEPS " in *" $1 "*) return 0;; esac; return 1; }
 
 if has env; then
@@ -26,6 +29,9 @@ fi
 if has record; then
   python3 -m reimpl record-launches --out "$OUT/torch_launches_forward.json" || echo "RECORD FAILED"
 fi
+if has record_bwd; then
+  python3 -m reimpl record-launches --backward --out "$OUT/torch_launches_backward.json" || echo "RECORD_BWD FAILED"
+fi
 if has tests; then
   REIMPL_GPU_SUMMARY="$OUT/gpu_summary.json" python3 -m pytest -q -x --maxfail=30 -p no:cacheprovider \
       ${PYTEST_ARGS:-tests} > "$OUT/pytest.log" 2>&1
@@ -33,6 +39,12 @@ if has tests; then
 fi
 if has bench; then
   python3 -m reimpl bench --out "$OUT/bench_forward.md" || echo "BENCH FAILED"
+fi
+if has bench_bwd; then
+  python3 -m reimpl bench --backward --out "$OUT/bench_backward.md" || echo "BENCH_BWD FAILED"
+fi
+if has numerics; then
+  python3 scripts/numerics_example.py "$OUT/numerics_example.json" || echo "NUMERICS FAILED"
 fi
 if has headers; then
   TI=$(python3 -c "import torch, os; print(os.path.join(os.path.dirname(torch.__file__), 'include'))")

@@ -51,3 +51,13 @@ def test_bwd_random_sweep():
     for case in bwd.random_cases(1000):
         bad += compare(case, "bwd_random_sweep")
     assert bad == [], "\n".join(bad[:20])
+
+
+def test_partial_path_dbeta_without_dgamma_is_empty_as_in_torch():
+    """Upstream sizes the partial path's dbeta buffer from dgamma; when only dbeta is asked for,
+    dgamma is undefined (one dimension of size 0), so torch 2.11 returns dbeta of shape [0]."""
+    case = bwd.BackwardCase("layer_norm", "fp32", (65537, 64), mask=(True, False, True))
+    args = case.make_args("cuda")
+    theirs, ours = case.run_torch(*args), case.run_ours(*args)
+    assert tuple(theirs[2].shape) == (0,) and tuple(ours[2].shape) == (0,)
+    assert theirs[1] is None and ours[1] is None

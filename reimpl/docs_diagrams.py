@@ -1,0 +1,141 @@
+"""The site's diagrams, drawn as inline SVG at build time (no JavaScript, no CDN: the site works offline).
+
+Each public function returns one <svg> element as a single line, so Markdown passes it through
+untouched. `DIAGRAMS` maps the name used in `{% diagram NAME %}` to its function; functions take
+the relative URL prefix from the current page to the site root, for the boxes that are links.
+"""
+from __future__ import annotations
+
+from html import escape
+
+_FONT = "font-family='ui-monospace,SFMono-Regular,Menlo,monospace' font-size='12'"
+_STYLE = ("<style>.b{fill:#f4f6fb;stroke:#3f51b5;stroke-width:1.2}.k{fill:#e8f5e9;stroke:#2e7d32;stroke-width:1.2}"
+          ".r{fill:#fff3e0;stroke:#ef6c00;stroke-width:1.2}.e{stroke:#555;stroke-width:1.2;fill:none}"
+          ".g{fill:#eeeeee;stroke:#bbbbbb;stroke-width:1}.t{fill:#222}.m{fill:#666}</style>")
+_ARROW = ("<defs><marker id='{id}' viewBox='0 0 10 10' refX='9' refY='5' markerWidth='7' markerHeight='7' "
+          "orient='auto-start-reverse'><path d='M0,0 L10,5 L0,10 z' fill='#555'/></marker></defs>")
+
+
+def _svg(name: str, w: int, h: int, body: list[str], title: str) -> str:
+    arrow = _ARROW.format(id=f"arrow-{name}")
+    return (f"<svg xmlns='http://www.w3.org/2000/svg' class='diagram' data-diagram='{name}' role='img' "
+            f"viewBox='0 0 {w} {h}' width='100%' style='max-width:{w}px' {_FONT}><title>{escape(title)}</title>"
+            f"{_STYLE}{arrow}{''.join(body).replace('ARROW', f'arrow-{name}')}</svg>")
+
+
+def _box(x, y, w, h, text, cls="b", href=None, sub=None) -> str:
+    t = f"<text class='t' x='{x + w / 2}' y='{y + (h / 2 - 2 if sub else h / 2 + 4)}' text-anchor='middle'>{escape(text)}</text>"
+    if sub:
+        t += f"<text class='m' x='{x + w / 2}' y='{y + h / 2 + 12}' text-anchor='middle' font-size='10'>{escape(sub)}</text>"
+    shape = f"<rect class='{cls}' x='{x}' y='{y}' width='{w}' height='{h}' rx='5'/>" + t
+    return f"<a href='{escape(href)}'>{shape}</a>" if href else shape
+
+
+def _line(x1, y1, x2, y2, arrow=True, cls="e") -> str:
+    end = " marker-end='url(#ARROW)'" if arrow else ""
+    return f"<line class='{cls}' x1='{x1}' y1='{y1}' x2='{x2}' y2='{y2}'{end}/>"
+
+
+def _label(x, y, text, anchor="start", cls="m", size=11) -> str:
+    return f"<text class='{cls}' x='{x}' y='{y}' text-anchor='{anchor}' font-size='{size}'>{escape(text)}</text>"
+
+
+def dispatch(root: str) -> str:
+    """From torch.nn.functional to the kernels, LayerNorm on the left and RMSNorm on the right."""
+    up = f"{root}upstream/layer_norm_kernel/"
+    bw, bh, cx_l, cx_r = 250, 34, 150, 480
+    b = []
+    steps_l = [("F.layer_norm", None, None), ("aten::layer_norm", None, "composite, layer_norm.cpp"),
+               ("aten::native_layer_norm", None, "CUDA dispatch key"),
+               ("layer_norm_cuda", up + "#layer_norm_cuda", "shape checks, M x N, allocs"),
+               ("LayerNormKernelImpl", up + "#LayerNormKernelImpl", "AT_DISPATCH: T, T_ACC")]
+    steps_r = [("F.rms_norm", None, None), ("aten::rms_norm", None, "same dtypes: fused"),
+               ("aten::_fused_rms_norm", None, "CUDA dispatch key"),
+               ("_fused_rms_norm_cuda", up + "#_fused_rms_norm_cuda", "eps default, allocs"),
+               ("RmsNormKernelImpl", up + "#RmsNormKernelImpl", "rms_norm = true")]
+    for col, steps in ((cx_l, steps_l), (cx_r, steps_r)):
+        for i, (text, href, sub) in enumerate(steps):
+            y = 10 + i * 52
+            b.append(_box(col - bw / 2, y, bw, bh, text, href=href, sub=sub))
+            if i:
+                b.append(_line(col, y - 18, col, y - 1))
+    yi = 10 + 5 * 52 + 8
+    b.append(_line(cx_l, yi - 24, 300, yi - 1))
+    b.append(_line(cx_r, yi - 24, 330, yi - 1))
+    b.append(_box(315 - 170, yi, 340, bh + 6, "LayerNormKernelImplInternal<T, T_ACC, rms_norm>",
+                  href=up + "#LayerNormKernelImplInternal", sub="grid check, pointers, path choice"))
+    yq = yi + 62
+    b.append(_line(315, yi + bh + 6, 315, yq - 1))
+    b.append(_box(315 - 200, yq, 400, 40, "float/half/bf16, N <= 2^24, N % 4 == 0,", cls="r",
+                  sub="X, Y, gamma, beta all 16-byte... (4 x sizeof(T)) aligned?"))
+    yk = yq + 90
+    b.append(_line(250, yq + 40, 150, yk - 1))
+    b.append(_label(170, yq + 62, "yes", "end"))
+    b.append(_line(380, yq + 40, 480, yk - 1))
+    b.append(_label(460, yq + 62, "no", "start"))
+    b.append(_box(30, yk, 240, 40, "vectorized_layer_norm_kernel", cls="k",
+                  href=up + "#vectorized_layer_norm_kernel", sub="grid M, block (32, 4), smem 24 B"))
+    b.append(_box(360, yk, 240, 40, "RowwiseMomentsCUDAKernel", cls="k",
+                  href=up + "#RowwiseMomentsCUDAKernel", sub="grid M, block 512: mean, rstd"))
+    b.append(_line(480, yk + 40, 480, yk + 69))
+    b.append(_box(360, yk + 70, 240, 40, "LayerNormForwardCUDAKernel", cls="k",
+                  href=up + "#LayerNormForwardCUDAKernel", sub="grid M, block 256: y"))
+    return _svg("dispatch", 630, yk + 120, b, "Forward call path from torch.nn.functional to the CUDA kernels")
+
+
+def warp_shuffle(root: str) -> str:
+    """compute_stats' intra-warp tree: five shuffle-down rounds, lane l takes lane l + offset."""
+    lanes, dx, x0, y0, dy = 32, 19, 70, 28, 46
+    b = [_label(x0 + i * dx, 16, str(i), "middle", size=9) for i in range(0, lanes, 1) if i % 4 == 0 or i == 31]
+    rounds = [None, 16, 8, 4, 2, 1]
+    for r, off in enumerate(rounds):
+        y = y0 + r * dy
+        b.append(_label(8, y + 4, "start" if off is None else f"offset {off}", size=10))
+        live = lanes if off is None else off  # lanes whose state still matters after this round
+        for i in range(lanes):
+            cls = "k" if i < live else "g"
+            b.append(f"<circle class='{cls}' cx='{x0 + i * dx}' cy='{y}' r='6'/>")
+        if off is not None:
+            for i in range(off):
+                b.append(_line(x0 + (i + off) * dx, y - dy + 7, x0 + i * dx + 2, y - 8))
+    b.append(_label(x0, y0 + 5 * dy + 26, "lane 0 holds the warp's (mean, sigma2, count); grey lanes hold partial "
+                    "states nobody reads", size=10))
+    return _svg("warp_shuffle", x0 + lanes * dx, y0 + 5 * dy + 36, b,
+                "Warp shuffle-down tree: offsets 16, 8, 4, 2, 1 merge 32 lanes into lane 0")
+
+
+def interwarp(root: str) -> str:
+    """compute_stats' inter-warp rounds for blockDim.y = 4 and the 6-float (1.5 x 4) shared buffer:
+    writers on the left, the buffer in the middle, the warps that read and combine on the right."""
+    cw, bx, lx, rx, ww = 46, 200, 20, 520, 90
+    names = ["m0", "s0", "m1", "s1", "c0", "c1"]
+    b = [_label(10, 16, "shared buffer, float: nshared = threads.y x 3/2 x sizeof(float) = 4 x 3/2 x 4 = 24 bytes",
+                size=11)]
+    y = 40
+    for offset in (2, 1):
+        b.append(_label(10, y + 4, f"round with offset {offset}: warps [{offset}, {2 * offset}) write, "
+                        f"__syncthreads, warps [0, {offset}) combine, __syncthreads", size=11))
+        top = y + 16
+        for w in range(4):
+            wy = top + 6 + w * 22
+            writer, reader = offset <= w < 2 * offset, w < offset
+            b.append(_box(lx, wy, ww, 18, f"warp y={w}", cls="r" if writer else "g"))
+            b.append(_box(rx, wy, ww, 18, f"warp y={w}", cls="k" if reader else "g"))
+        cy = top + 34
+        used = {2 * s for s in range(offset)} | {2 * s + 1 for s in range(offset)} | {4 + s for s in range(offset)}
+        for i, n in enumerate(names):
+            b.append(_box(bx + i * cw, cy, cw, 26, n, cls=("r" if i >= 4 else "b") if i in used else "g"))
+        for src in range(offset, 2 * offset):
+            slot = src - offset  # wrt_y: where warp src writes; warp `slot` reads it back
+            b.append(_line(lx + ww, top + 15 + src * 22, bx + 2 * slot * cw + 4, cy + 13))
+            b.append(_line(bx + 4 * cw + slot * cw + cw / 2, cy + 26, rx - 2, top + 15 + slot * 22))
+            b.append(_line(bx + 2 * slot * cw + 2 * cw, cy + 13, rx - 2, top + 15 + slot * 22))
+        y = top + 6 + 4 * 22 + 22
+    b.append(_label(10, y + 4, "then warp 0 writes (mean, sigma2 / N) to buf[0], buf[1]; sync; every thread reads them", size=11))
+    b.append(_label(10, y + 24, "m, s: mean and sigma2 (meansigmabuf = buf)   c: count (countbuf = buf + threads.y)",
+                    size=10))
+    return _svg("interwarp", 640, y + 34, b,
+                "Inter-warp merge in compute_stats: halving rounds through a 1.5 x blockDim.y float buffer")
+
+
+DIAGRAMS = {"dispatch": dispatch, "warp_shuffle": warp_shuffle, "interwarp": interwarp}
