@@ -4,7 +4,7 @@ edge values, layouts, and a random sweep. mean/rstd come from torch's forward on
 import pytest
 
 from reimpl import cases_backward as bwd
-from reimpl.parity import compare_case
+from reimpl.parity import bit_mismatches, compare_case
 from tests.conftest import record
 
 pytestmark = pytest.mark.gpu
@@ -61,3 +61,20 @@ def test_partial_path_dbeta_without_dgamma_is_empty_as_in_torch():
     theirs, ours = case.run_torch(*args), case.run_ours(*args)
     assert tuple(theirs[2].shape) == (0,) and tuple(ours[2].shape) == (0,)
     assert theirs[1] is None and ours[1] is None
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
+def test_two_grad_input_kernels_agree(op, dtype):
+    """Same values, two addresses: at storage offset 0 torch picks layer_norm_grad_input_kernel_vectorized,
+    at offset 1 (misaligned X and dY) layer_norm_grad_input_kernel. Their dX bits are equal, in
+    torch and in the mirror: the two kernels add each thread's elements in the same order."""
+    aligned = bwd.BackwardCase(op, dtype, (300, 4096), bias=op == "layer_norm", mask=(True, False, False), seed=9)
+    shifted = bwd.BackwardCase(op, dtype, (300, 4096), bias=op == "layer_norm", mask=(True, False, False), seed=9,
+                               x_offset=1, dy_offset=1)
+    a_args, s_args = aligned.make_args("cuda"), shifted.make_args("cuda")
+    for a, s in zip(a_args, s_args):  # the very same values, at other addresses
+        assert a is None or bit_mismatches(a, s) == 0
+    dx = [aligned.run_torch(*a_args)[0], shifted.run_torch(*s_args)[0],
+          aligned.run_ours(*a_args)[0], shifted.run_ours(*s_args)[0]]
+    assert all(bit_mismatches(d, dx[0]) == 0 for d in dx[1:])

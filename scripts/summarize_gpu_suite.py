@@ -1,0 +1,31 @@
+"""Turn one GPU suite run ($OUT of scripts/gpu_suite.sh) into the committed summaries
+results/gpu_suite_forward.json and results/gpu_suite_backward.json (groups named bwd_* are the
+backward's). Usage: python scripts/summarize_gpu_suite.py OUT_DIR "what was run" """
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+KEYS = ("cases", "mismatched_cases", "elements_compared", "mismatched_elements")
+
+
+def main(out_dir: str, what: str) -> None:
+    out = Path(out_dir)
+    env = json.loads((out / "env.json").read_text())
+    summary = json.loads((out / "gpu_summary.json").read_text())
+    tail = (out / "pytest.log").read_text().strip().splitlines()[-1]
+    pytest_line = re.sub(r"^=+ | =+$", "", tail)
+    for part, pick in (("forward", lambda g: not g.startswith("bwd_")), ("backward", lambda g: g.startswith("bwd_"))):
+        groups = {g: r for g, r in summary["groups"].items() if pick(g)}
+        totals = {k: sum(r[k] for r in groups.values()) for k in KEYS}
+        doc = {"what": what, **env, "pytest": pytest_line, "pytest_exitstatus": summary["exitstatus"],
+               "parity_groups": groups, "totals": totals}
+        (RESULTS / f"gpu_suite_{part}.json").write_text(json.dumps(doc, indent=1) + "\n")
+        print(part, totals)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
