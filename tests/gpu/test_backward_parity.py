@@ -2,8 +2,9 @@
 dtype, both grad-input kernels, every GammaBeta tile and the partial reduction, every output_mask,
 edge values, layouts, and a random sweep. mean/rstd come from torch's forward on the same input."""
 import pytest
+import torch
 
-from reimpl import cases_backward as bwd
+from reimpl import cases_backward as bwd, runtime
 from reimpl.parity import bit_mismatches, compare_case
 from tests.conftest import record
 
@@ -63,18 +64,32 @@ def test_partial_path_dbeta_without_dgamma_is_empty_as_in_torch():
     assert theirs[1] is None and ours[1] is None
 
 
+def _at_offset_one(t):
+    """The same values in a fresh buffer, one element past its start (misaligned for 4-wide loads)."""
+    buf = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
+    shifted = buf[1:].view(t.shape)
+    shifted.copy_(t)
+    return shifted
+
+
 @pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
 @pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
 def test_two_grad_input_kernels_agree(op, dtype):
-    """Same values, two addresses: at storage offset 0 torch picks layer_norm_grad_input_kernel_vectorized,
-    at offset 1 (misaligned X and dY) layer_norm_grad_input_kernel. Their dX bits are equal, in
-    torch and in the mirror: the two kernels add each thread's elements in the same order."""
-    aligned = bwd.BackwardCase(op, dtype, (300, 4096), bias=op == "layer_norm", mask=(True, False, False), seed=9)
-    shifted = bwd.BackwardCase(op, dtype, (300, 4096), bias=op == "layer_norm", mask=(True, False, False), seed=9,
-                               x_offset=1, dy_offset=1)
-    a_args, s_args = aligned.make_args("cuda"), shifted.make_args("cuda")
-    for a, s in zip(a_args, s_args):  # the very same values, at other addresses
-        assert a is None or bit_mismatches(a, s) == 0
-    dx = [aligned.run_torch(*a_args)[0], shifted.run_torch(*s_args)[0],
-          aligned.run_ours(*a_args)[0], shifted.run_ours(*s_args)[0]]
+    """Same values and statistics, two addresses: aligned, torch picks
+    layer_norm_grad_input_kernel_vectorized; with X and dY at storage offset 1,
+    layer_norm_grad_input_kernel. Their dX bits are equal, in torch and in the mirror: both kernels
+    add each thread's elements in the same order."""
+    case = bwd.BackwardCase(op, dtype, (300, 4096), bias=op == "layer_norm", mask=(True, False, False), seed=9)
+    dy, x, mean, rstd, w, b = case.make_args("cuda")
+    dy1, x1 = _at_offset_one(dy), _at_offset_one(x)
+    assert bit_mismatches(dy1, dy) == 0 and bit_mismatches(x1, x) == 0
+    rt = runtime.get()
+    rt.record = []
+    try:
+        ours = [case.run_ours(dy, x, mean, rstd, w, b)[0], case.run_ours(dy1, x1, mean, rstd, w, b)[0]]
+        kernels = [l.kernel.split("<")[0] for l in rt.record]
+    finally:
+        rt.record = None
+    assert kernels == ["layer_norm_grad_input_kernel_vectorized", "layer_norm_grad_input_kernel"]
+    dx = [case.run_torch(dy, x, mean, rstd, w, b)[0], case.run_torch(dy1, x1, mean, rstd, w, b)[0]] + ours
     assert all(bit_mismatches(d, dx[0]) == 0 for d in dx[1:])
