@@ -1,0 +1,127 @@
+"""native_layer_norm / fused_rms_norm on NumPy arrays, through the emulator.
+
+The path is not chosen here: the host mirror (reimpl/layer_norm_kernel.py) runs on CPU torch
+tensors of the same shapes, dtypes and storage offsets under a recording runtime, and each launch
+it makes (kernel, grid, block, shared memory, arguments) is replayed on the emulator, pointers
+mapped back to the NumPy arrays. Arrays count as 16-byte aligned (as a fresh CUDA allocation is);
+`offsets=(x, weight, bias)` in elements shifts each one as a storage offset would, e.g. (1, 0, 0)
+misaligns the input and sends fp32 to the fallback kernels.
+
+dtypes: np.float32, np.float64, np.float16, and bfloat16 as np.uint16 bit patterns (NumPy has
+no bfloat16; pass `bf16=True` for clarity or rely on the uint16 dtype). Outputs come back in the
+input's storage dtype; mean and rstd in the accumulate type (float32, float64 for double).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import block
+from .fp import BY_NAME, ElementType
+from . import layer_norm_kernel as K
+
+_TORCH_DTYPE = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64",
+                np.dtype(np.float16): "float16", np.dtype(np.uint16): "bfloat16"}
+
+
+def _torch_twin(a: np.ndarray | None, offset: int):
+    """An uninitialised CPU tensor with a's shape and dtype at storage offset `offset`: the host
+    mirror reads only shapes, dtypes and pointers."""
+    import torch
+    if a is None:
+        return None
+    dt = getattr(torch, _TORCH_DTYPE[a.dtype])
+    buf = torch.empty(a.size + offset + 64, dtype=dt)
+    shift = (-buf.data_ptr() % 64) // buf.element_size()  # torch's CPU allocator aligns to 64 B; be sure
+    return buf[shift + offset:shift + offset + a.size].view(a.shape)
+
+
+class _Capture:
+    """A RecordingRuntime that also keeps each launch's kernel object and arguments."""
+
+    def __init__(self):
+        from ..runtime import RecordingRuntime
+        self.rt = RecordingRuntime()
+        self.calls = []
+        rec = self.rt.launch
+
+        def launch(kernel, grid, blk, shared, stream, *args):
+            rec(kernel, grid, blk, shared, stream, *args)
+            self.calls.append((kernel, self.rt.launches[-1], args))
+        self.rt.launch = launch
+
+
+def _plan(op: str, x, normalized_shape, weight, bias, eps, offsets):
+    from .. import runtime
+    from ..layer_norm_kernel import _fused_rms_norm_cuda, layer_norm_cuda
+    ox, ow, ob = offsets
+    tx, tw, tb = _torch_twin(x, ox), _torch_twin(weight, ow), _torch_twin(bias, ob)
+    cap = _Capture()
+    with runtime.use(cap.rt):
+        if op == "layer_norm":
+            Y, mean, rstd = layer_norm_cuda(tx, list(normalized_shape), tw, tb, eps)
+        else:
+            Y, rstd = _fused_rms_norm_cuda(tx, list(normalized_shape), tw, eps)
+            mean = None
+    return cap.calls, (tx, tw, tb), (Y, mean, rstd)
+
+
+def _replay(calls, arrays: dict, T_by_name) -> None:
+    for kernel, launch, args in calls:
+        name = kernel.template.name
+        T: ElementType = T_by_name(str(kernel.targs[0]))
+        rms_norm = bool(kernel.targs[2])
+        ptr = lambda p: None if p == 0 else arrays[p]  # noqa: E731
+        if name == "vectorized_layer_norm_kernel":
+            N, eps, X, g, b, mean, rstd, Y = args
+            fn = lambda blk, *a: K.vectorized_layer_norm_kernel_impl(blk, T, rms_norm, *a)  # noqa: E731
+            block.launch(fn, launch.grid, launch.block, launch.shared,
+                         N, eps, ptr(X), ptr(g), ptr(b), ptr(mean), ptr(rstd), ptr(Y))
+        elif name == "RowwiseMomentsCUDAKernel":
+            N, eps, X, mean, rstd = args
+            fn = lambda blk, *a: K.RowwiseMomentsCUDAKernel(blk, T, rms_norm, *a)  # noqa: E731
+            block.launch(fn, launch.grid, launch.block, launch.shared, N, eps, ptr(X), ptr(mean), ptr(rstd))
+        elif name == "LayerNormForwardCUDAKernel":
+            N, X, mean, rstd, g, b, Y = args
+            fn = lambda blk, *a: K.LayerNormForwardCUDAKernel(blk, T, rms_norm, *a)  # noqa: E731
+            block.launch(fn, launch.grid, launch.block, launch.shared,
+                         N, ptr(X), ptr(mean), ptr(rstd), ptr(g), ptr(b), ptr(Y))
+        else:
+            raise NotImplementedError(f"the emulator has no {name} yet")
+
+
+def _run(op, x, normalized_shape, weight, bias, eps, offsets, bf16):
+    x = np.ascontiguousarray(x)  # expect_contiguous
+    if bf16 and x.dtype != np.uint16:
+        raise TypeError("bf16=True expects np.uint16 bit patterns")
+    weight = None if weight is None else np.ascontiguousarray(weight)
+    bias = None if bias is None else np.ascontiguousarray(bias)
+    calls, (tx, tw, tb), (Y, mean, rstd) = _plan(op, x, normalized_shape, weight, bias, eps, offsets)
+    acc = np.float64 if x.dtype == np.float64 else np.float32
+    out = np.zeros(x.size, x.dtype)
+    mean_np = np.zeros(mean.numel(), acc) if mean is not None else None
+    rstd_np = np.zeros(rstd.numel(), acc)
+    arrays = {tx.data_ptr(): x.reshape(-1), Y.data_ptr(): out, rstd.data_ptr(): rstd_np}
+    if tw is not None:
+        arrays[tw.data_ptr()] = weight.reshape(-1)
+    if tb is not None:
+        arrays[tb.data_ptr()] = bias.reshape(-1)
+    if mean is not None:
+        arrays[mean.data_ptr()] = mean_np
+    _replay(calls, arrays, BY_NAME.__getitem__)
+    out = out.reshape(x.shape)
+    rstd_np = rstd_np.reshape(tuple(rstd.shape))
+    if op == "layer_norm":
+        return out, mean_np.reshape(tuple(mean.shape)), rstd_np
+    return out, rstd_np
+
+
+def native_layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5,
+                      offsets=(0, 0, 0), bf16: bool = False):
+    """aten::native_layer_norm -> (out, mean, rstd), as torch computes it on the H100."""
+    return _run("layer_norm", x, tuple(normalized_shape), weight, bias, eps, offsets, bf16)
+
+
+def fused_rms_norm(x, normalized_shape, weight=None, eps: float | None = None,
+                   offsets=(0, 0, 0), bf16: bool = False):
+    """aten::_fused_rms_norm -> (out, rstd); eps=None is the accumulate type's machine epsilon."""
+    return _run("rms_norm", x, tuple(normalized_shape), weight, None, eps, offsets, bf16)
