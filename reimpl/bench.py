@@ -60,6 +60,14 @@ def host_us(fns: dict, calls: int = 2000, rounds: int = 7) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in out.items()}
 
 
+def _grid():
+    """(op, dtype name, dtype, M, N) of every benchmark row, in table order."""
+    for op in ("layer_norm", "rms_norm"):
+        for dname, dtype in DTYPES.items():
+            for m, n in SHAPES:
+                yield op, dname, dtype, m, n
+
+
 def _stamp_line() -> str:
     from reimpl.record import stamp
     import cupy
@@ -109,21 +117,19 @@ def run_backward() -> str:
     lines.append("| op | dtype | M x N | pass | torch us | ours us | ours/torch |")
     lines.append("|---|---|---|---|---|---|---|")
     worst = 0.0
-    for op in ("layer_norm", "rms_norm"):
-        for dname, dtype in DTYPES.items():
-            for m, n in SHAPES:
-                x = torch.randn(m, n, device="cuda", dtype=dtype, requires_grad=True)
-                w = torch.randn(n, device="cuda", dtype=dtype, requires_grad=True)
-                b = torch.randn(n, device="cuda", dtype=dtype, requires_grad=True)
-                g = torch.randn(m, n, device="cuda", dtype=dtype)
-                for label, fns in (("fwd+bwd", _training_fns(op, x, w, b, g)),
-                                   ("bwd", _backward_fns(op, x.detach(), w.detach(), b.detach(), g))):
-                    t = gpu_time(fns, reps=20, spin_cycles=100_000_000)
-                    ratio = t["ours"] / t["torch"]
-                    worst = max(worst, ratio)
-                    lines.append(f"| {op} | {dname} | {m} x {n} | {label} | {t['torch']*1e3:.1f} | "
-                                 f"{t['ours']*1e3:.1f} | {ratio:.3f} |")
-                del x, w, b, g
+    for op, dname, dtype, m, n in _grid():
+        x = torch.randn(m, n, device="cuda", dtype=dtype, requires_grad=True)
+        w = torch.randn(n, device="cuda", dtype=dtype, requires_grad=True)
+        b = torch.randn(n, device="cuda", dtype=dtype, requires_grad=True)
+        g = torch.randn(m, n, device="cuda", dtype=dtype)
+        for label, fns in (("fwd+bwd", _training_fns(op, x, w, b, g)),
+                           ("bwd", _backward_fns(op, x.detach(), w.detach(), b.detach(), g))):
+            t = gpu_time(fns, reps=20, spin_cycles=100_000_000)
+            ratio = t["ours"] / t["torch"]
+            worst = max(worst, ratio)
+            lines.append(f"| {op} | {dname} | {m} x {n} | {label} | {t['torch']*1e3:.1f} | "
+                         f"{t['ours']*1e3:.1f} | {ratio:.3f} |")
+        del x, w, b, g
     lines.append("")
     lines.append(f"Worst ours/torch GPU-time ratio: {worst:.3f}.")
     return "\n".join(lines) + "\n"
@@ -139,25 +145,23 @@ def run() -> str:
     lines.append("| op | dtype | M x N | torch us | ours us | ours/torch | torch GB/s | ours GB/s |")
     lines.append("|---|---|---|---|---|---|---|---|")
     worst = 0.0
-    for op in ("layer_norm", "rms_norm"):
-        for dname, dtype in DTYPES.items():
-            for m, n in SHAPES:
-                x = torch.randn(m, n, device="cuda", dtype=dtype)
-                w = torch.randn(n, device="cuda", dtype=dtype)
-                b = torch.randn(n, device="cuda", dtype=dtype)
-                if op == "layer_norm":
-                    fns = {"torch": lambda: torch.ops.aten.native_layer_norm(x, [n], w, b, 1e-5),
-                           "ours": lambda: reimpl.native_layer_norm(x, (n,), w, b, 1e-5)}
-                else:
-                    fns = {"torch": lambda: torch.ops.aten._fused_rms_norm(x, [n], w, 1e-5),
-                           "ours": lambda: reimpl.fused_rms_norm(x, (n,), w, 1e-5)}
-                t = gpu_time(fns)
-                gb = 2 * x.numel() * x.element_size() / 1e9
-                ratio = t["ours"] / t["torch"]
-                worst = max(worst, ratio)
-                lines.append(f"| {op} | {dname} | {m} x {n} | {t['torch']*1e3:.1f} | {t['ours']*1e3:.1f} | "
-                             f"{ratio:.3f} | {gb / (t['torch']/1e3):.0f} | {gb / (t['ours']/1e3):.0f} |")
-                del x, w, b
+    for op, dname, dtype, m, n in _grid():
+        x = torch.randn(m, n, device="cuda", dtype=dtype)
+        w = torch.randn(n, device="cuda", dtype=dtype)
+        b = torch.randn(n, device="cuda", dtype=dtype)
+        if op == "layer_norm":
+            fns = {"torch": lambda: torch.ops.aten.native_layer_norm(x, [n], w, b, 1e-5),
+                   "ours": lambda: reimpl.native_layer_norm(x, (n,), w, b, 1e-5)}
+        else:
+            fns = {"torch": lambda: torch.ops.aten._fused_rms_norm(x, [n], w, 1e-5),
+                   "ours": lambda: reimpl.fused_rms_norm(x, (n,), w, 1e-5)}
+        t = gpu_time(fns)
+        gb = 2 * x.numel() * x.element_size() / 1e9
+        ratio = t["ours"] / t["torch"]
+        worst = max(worst, ratio)
+        lines.append(f"| {op} | {dname} | {m} x {n} | {t['torch']*1e3:.1f} | {t['ours']*1e3:.1f} | "
+                     f"{ratio:.3f} | {gb / (t['torch']/1e3):.0f} | {gb / (t['ours']/1e3):.0f} |")
+        del x, w, b
     lines.append("")
     lines.append(f"Worst ours/torch GPU-time ratio: {worst:.3f}.")
     lines.append("")

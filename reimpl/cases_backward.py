@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 import torch
 
+from .aten_shim import toAccumulateType
 from .cases import DTYPES, VALUE_KINDS, Case
+from .layer_norm_kernel import _stat_shape
 
 DY_SEED_SALT = 1_000_003  # grad_out gets its own generator stream, so x keeps the forward's values
 
@@ -66,8 +68,8 @@ class BackwardCase(Case):
                 _, rstd = torch.ops.aten._fused_rms_norm(x, ns, w, self.eps)
                 mean = None
         else:
-            acc = torch.float64 if x.dtype == torch.float64 else torch.float32
-            stat_shape = list(self.shape[:len(self.shape) - self.norm_ndim]) + [1] * self.norm_ndim
+            acc = toAccumulateType(x.dtype)
+            stat_shape = _stat_shape(x, self.normalized_shape)
             rstd = torch.empty(stat_shape, dtype=acc, device=device)
             mean = torch.empty(stat_shape, dtype=acc, device=device) if self.op == "layer_norm" else None
         return dy, x, mean, rstd, w, b

@@ -62,6 +62,7 @@ class RecordingRuntime:
     def __init__(self, properties: dict | None = None):
         self.properties = dict(properties or H100_PROPERTIES)
         self.launches: list[Launch] = []
+        self.calls: list[tuple[Kernel, Launch, tuple]] = []  # with the arguments, for replay (emulator)
 
     def getCurrentCUDAStream(self, device_index: int | None = None) -> int:
         return 0
@@ -74,7 +75,9 @@ class RecordingRuntime:
 
     def launch(self, kernel: Kernel, grid, block, shared: int, stream: int, *args) -> None:
         _pack(kernel, args)  # same argument checks as a real launch
-        self.launches.append(Launch(kernel.name, dim3(grid), dim3(block), int(shared), stream))
+        launch = Launch(kernel.name, dim3(grid), dim3(block), int(shared), stream)
+        self.launches.append(launch)
+        self.calls.append((kernel, launch, args))
 
 
 class _Stream:

@@ -35,34 +35,18 @@ def _torch_twin(a: np.ndarray | None, offset: int):
     return buf[shift + offset:shift + offset + a.size].view(a.shape)
 
 
-class _Capture:
-    """A RecordingRuntime that also keeps each launch's kernel object and arguments."""
-
-    def __init__(self):
-        from ..runtime import RecordingRuntime
-        self.rt = RecordingRuntime()
-        self.calls = []
-        rec = self.rt.launch
-
-        def launch(kernel, grid, blk, shared, stream, *args):
-            rec(kernel, grid, blk, shared, stream, *args)
-            self.calls.append((kernel, self.rt.launches[-1], args))
-        self.rt.launch = launch
-
-
 def _plan(op: str, x, normalized_shape, weight, bias, eps, offsets):
     from .. import runtime
     from ..layer_norm_kernel import _fused_rms_norm_cuda, layer_norm_cuda
     ox, ow, ob = offsets
     tx, tw, tb = _torch_twin(x, ox), _torch_twin(weight, ow), _torch_twin(bias, ob)
-    cap = _Capture()
-    with runtime.use(cap.rt):
+    with runtime.use(runtime.RecordingRuntime()) as rt:
         if op == "layer_norm":
             Y, mean, rstd = layer_norm_cuda(tx, list(normalized_shape), tw, tb, eps)
         else:
             Y, rstd = _fused_rms_norm_cuda(tx, list(normalized_shape), tw, eps)
             mean = None
-    return cap.calls, (tx, tw, tb), (Y, mean, rstd)
+    return rt.calls, (tx, tw, tb), (Y, mean, rstd)
 
 
 def _replay(calls, arrays: dict, T_by_name) -> None:
