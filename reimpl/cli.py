@@ -1,8 +1,9 @@
 """python -m reimpl: compile, show launch plans, check parity with torch, benchmark, record launches,
-fetch the pinned upstream files."""
+trace the emulated kernels step by step, fetch the pinned upstream files."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 
@@ -101,9 +102,51 @@ def _cmd_record(args) -> int:
     return 0
 
 
+def _cmd_trace(args) -> int:
+    """Emulate a small case on the CPU and print its step trace (reimpl/emulator/trace.py)."""
+    from . import emulator
+    from .emulator import trace, trace_view
+    if args.list_functions:
+        print("\n".join(trace_view.device_functions()))
+        return 0
+    args.backward = False
+    case = _case_from_args(args)
+    case = type(case)(**{**case.as_dict(), "shape": case.shape, "values": args.values, "seed": args.seed,
+                         "eps": args.eps})
+    x, w, b = case.make_inputs("cpu")
+    stop = contextlib.nullcontext()
+    if args.break_at:
+        name, _, nth = args.break_at.partition(":")
+        stop = trace_view.break_in(name, int(nth or 1))
+    with trace.recording(meta={"case": case.as_dict()}) as tr, stop:
+        emulator.run_case(case, x, w, b)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(tr.to_json())
+    kinds = set(args.kind.split(",")) if args.kind else None
+    warp = None if args.thread is not None or args.warp == "all" else int(args.warp)
+    print(case.id)
+    print(trace_view.format_trace(tr, args.block, warp, args.thread, kinds))
+    if args.out:
+        print(f"{len(tr.steps)} steps of {len({s.block for s in tr.steps})} blocks written to {args.out}")
+    return 0
+
+
 def _cmd_fetch(args) -> int:
     from .fetch import main as fetch_main
     return fetch_main(args.base, args.write_hash)
+
+
+def _case_arguments(p, shape: str) -> None:
+    p.add_argument("--op", choices=("layer_norm", "rms_norm"), default="layer_norm")
+    p.add_argument("--dtype", choices=("fp32", "fp16", "bf16", "fp64"), default="fp32")
+    p.add_argument("--shape", default=shape, help="comma-separated, e.g. 8,128,768")
+    p.add_argument("--norm-ndim", type=int, default=1)
+    p.add_argument("--no-weight", action="store_true")
+    p.add_argument("--no-bias", action="store_true")
+    p.add_argument("--x-offset", type=int, default=0)
+    p.add_argument("--w-offset", type=int, default=0)
+    p.add_argument("--b-offset", type=int, default=0)
 
 
 def main(argv=None) -> int:
@@ -114,15 +157,7 @@ def main(argv=None) -> int:
     c.add_argument("--no-cache", action="store_true")
     c.set_defaults(fn=_cmd_compile)
     pl = sub.add_parser("plan", help="show the launches the host dispatch makes for a case (no GPU needed)")
-    pl.add_argument("--op", choices=("layer_norm", "rms_norm"), default="layer_norm")
-    pl.add_argument("--dtype", choices=("fp32", "fp16", "bf16", "fp64"), default="fp32")
-    pl.add_argument("--shape", default="64,1024", help="comma-separated, e.g. 8,128,768")
-    pl.add_argument("--norm-ndim", type=int, default=1)
-    pl.add_argument("--no-weight", action="store_true")
-    pl.add_argument("--no-bias", action="store_true")
-    pl.add_argument("--x-offset", type=int, default=0)
-    pl.add_argument("--w-offset", type=int, default=0)
-    pl.add_argument("--b-offset", type=int, default=0)
+    _case_arguments(pl, shape="64,1024")
     pl.add_argument("--backward", action="store_true", help="plan the backward instead of the forward")
     pl.add_argument("--mask", default="1,1,1", help="backward output_mask, e.g. 1,0,1")
     pl.add_argument("--dy-offset", type=int, default=0)
@@ -140,6 +175,20 @@ def main(argv=None) -> int:
     r.add_argument("--out", required=True)
     r.add_argument("--backward", action="store_true", help="the backward's case matrix instead of the forward's")
     r.set_defaults(fn=_cmd_record)
+    t = sub.add_parser("trace", help="emulate a small case on the CPU and print every step (no GPU needed)")
+    _case_arguments(t, shape="1,64")
+    t.add_argument("--values", default="normal", help="value kind: normal, subnormal, inf, nan, ...")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--eps", type=float, default=1e-5)
+    t.add_argument("--block", type=int, default=0, help="which block (row) to print")
+    t.add_argument("--warp", default="0", help="which warp to print, or 'all' (default 0)")
+    t.add_argument("--thread", type=int, help="print only this thread (linear index x + y*blockDim.x)")
+    t.add_argument("--kind", help="only these step kinds, comma-separated (e.g. shfl_down,smem_combine)")
+    t.add_argument("--break", dest="break_at", metavar="FUNC[:N]",
+                   help="stop in pdb at the Nth call of this emulated device function (e.g. cuWelfordCombine:6)")
+    t.add_argument("--list-functions", action="store_true", help="list the names --break accepts")
+    t.add_argument("--out", help="also write the whole trace (every block and thread) as JSON")
+    t.set_defaults(fn=_cmd_trace)
     f = sub.add_parser("fetch-upstream", help="download the pinned upstream files into .cache/upstream and verify "
                        "their sha256 (and the installed wheel's headers when it is torch 2.11.0)")
     f.add_argument("--base", help="fetch from this base URL instead of raw.githubusercontent.com at the pin")

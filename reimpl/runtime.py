@@ -147,6 +147,7 @@ class TorchCupyRuntime:
         self._streams: dict[int, _Stream] = {}
         self._thread = threading.local()  # .ready: devices whose context is current in this thread
         self.record: list[Launch] | None = None  # set to a list to also record live launches
+        self.compile_extra: tuple[str, ...] = ()  # NVRTC options beyond torch's (gpu_trace adds its switch)
 
     def _state(self, device: int) -> _DeviceState:
         st = self._devices.get(device)
@@ -184,7 +185,7 @@ class TorchCupyRuntime:
         import cupy
         from . import compile as compile_mod
         props = self.getCurrentDeviceProperties()
-        prog = compile_mod.build(f"sm_{props['major']}{props['minor']}")
+        prog = compile_mod.build(f"sm_{props['major']}{props['minor']}", extra_options=self.compile_extra)
         with cupy.cuda.Device(device):
             module = cupy.cuda.function.Module()
             module.load(prog.cubin)

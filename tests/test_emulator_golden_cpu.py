@@ -79,17 +79,7 @@ FP64_GAP = pytest.mark.xfail(reason="GPU double rsqrt not emulated yet (correctl
                                for i, c in enumerate(CASES)], ids=[c.id for c in CASES])
 def test_emulator_matches_torch_bits(i):
     case = CASES[i]
-    x = _values(f"c{i}_x", case).reshape(case.shape)
-    w = _values(f"c{i}_w", case)
-    b = _values(f"c{i}_b", case)
-    ns = case.normalized_shape
-    w = None if w is None else w.reshape(ns)
-    b = None if b is None else b.reshape(ns)
-    offsets = (case.x_offset, case.w_offset, case.b_offset)
-    if case.op == "layer_norm":
-        got = emulator.native_layer_norm(x, ns, w, b, case.eps, offsets=offsets)
-    else:
-        got = emulator.fused_rms_norm(x, ns, w, case.eps, offsets=offsets)
+    got = emulator.run_case(case, *(_values(f"c{i}_{k}", case) for k in "xwb"))
     want = {n: DATA[f"c{i}_{n}"] for n in case.output_names}
     acc = np.float64 if case.dtype == "fp64" else np.float32
     got = dict(zip(case.output_names, got))

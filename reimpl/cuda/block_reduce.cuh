@@ -5,6 +5,7 @@
 #include "c10_shim.cuh"
 #include "DeviceUtils.cuh"
 #include "SharedReduceOps.h"
+#include "trace.cuh"  // REIMPL_TRACE: empty unless built with -DREIMPL_TRACING
 
 namespace at::native::cuda_utils {
 
@@ -87,6 +88,8 @@ __inline__ __device__ T WarpReduce(T val, const ReduceOp& op) {
 #pragma unroll
   for (int offset = (C10_WARP_SIZE >> 1); offset > 0; offset >>= 1) {
     val = op.combine(val, op.warp_shfl_down(val, offset));
+    REIMPL_TRACE(warp_reduce, reimpl_trace::round_of(C10_WARP_SIZE >> 1, offset),
+                 WARP_SHFL_DOWN(reimpl_trace::thread(), offset), val.mean, val.m2, val.n, val.nf);
   }
   return val;
 }
@@ -106,9 +109,11 @@ BlockReduce(T val, const ReduceOp& op, const T& identity_element, T* shared) {
   __syncthreads(); // a previous BlockReduce may still be reading `shared`
   if (lid == 0) {
     shared[wid] = val;
+    REIMPL_TRACE(block_write, 0, wid, val.mean, val.m2, val.n, val.nf);
   }
   __syncthreads();
   val = (tid < B::Warps()) ? shared[lid] : identity_element;
+  REIMPL_TRACE(block_read, 0, tid < B::Warps() ? lid : -1, val.mean, val.m2, val.n, val.nf);
   if (wid == 0) {
     val = WarpReduce(val, op);
   }

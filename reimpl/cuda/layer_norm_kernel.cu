@@ -17,6 +17,7 @@
 #include "SharedReduceOps.h"
 #include "block_reduce.cuh"
 #include "thread_constants.h"
+#include "trace.cuh"  // REIMPL_TRACE: empty unless built with -DREIMPL_TRACING
 
 namespace at::native {
 
@@ -74,6 +75,7 @@ __global__ void RowwiseMomentsCUDAKernel(
   for (int64_t j = threadIdx.x; j < N; j += blockDim.x) {
     const int64_t index = i * N + j;
     val = welford_op.reduce(val, static_cast<T_ACC>(X[index]), index);
+    REIMPL_TRACE(reduce, (j - threadIdx.x) / blockDim.x, index, val.mean, val.m2, val.n, val.nf);
   }
   val = cuda_utils::BlockReduce(
       val,
@@ -88,9 +90,11 @@ __global__ void RowwiseMomentsCUDAKernel(
     if constexpr (!rms_norm) {
       mean[i] = m1;
       rstd[i] = c10::cuda::compat::rsqrt(m2 + eps);
+      REIMPL_TRACE(moments, 0, -1, m1, rstd[i]);
     } else {
       // mean of squares recovered as var + mean^2 (Welford ran on x, not x^2)
       rstd[i] = c10::cuda::compat::rsqrt(m2 + m1 * m1 + eps);
+      REIMPL_TRACE(moments, 0, -1, m1, rstd[i]);
     }
   }
 }
@@ -123,6 +127,7 @@ __global__ void LayerNormForwardCUDAKernel(
     } else {
       Y[index] = (static_cast<T_ACC>(X[index])) * static_cast<T_ACC>(rstd[i]) * gamma_v;
     }
+    REIMPL_TRACE(fwd_output, j / blockDim.x, j, static_cast<T_ACC>(Y[index]));
   }
 }
 // --8<-- [end:LayerNormForwardCUDAKernel]
@@ -221,6 +226,7 @@ __device__ WelfordDataLN compute_stats(
 #pragma unroll
     for (int ii = 0; ii < vec_size; ii++) {
       wd = cuWelfordOnlineSum<acc_t, rms_norm>(static_cast<acc_t>(data.val[ii]), wd);
+      REIMPL_TRACE(online, (i - thrx) / numx * vec_size + ii, i * vec_size + ii, wd.mean, wd.sigma2, wd.count);
     }
   }
   // within each warp: lane l takes lane l+offset's state, offsets 16, 8, 4, 2, 1
@@ -228,6 +234,8 @@ __device__ WelfordDataLN compute_stats(
     WelfordDataLN wdB{WARP_SHFL_DOWN(wd.mean, offset), WARP_SHFL_DOWN(wd.sigma2, offset),
                       WARP_SHFL_DOWN(wd.count, offset)};
     wd = cuWelfordCombine<rms_norm>(wd, wdB);
+    REIMPL_TRACE(shfl_down, reimpl_trace::round_of(C10_WARP_SIZE >> 1, offset),
+                 WARP_SHFL_DOWN(thrx, offset), wd.mean, wd.sigma2, wd.count);
   }
   // lane 0 of each warp now holds its warp's state; merge across warps
   if (blockDim.y > 1) {
@@ -240,6 +248,8 @@ __device__ WelfordDataLN compute_stats(
         meansigmabuf[2 * wrt_y] = wd.mean;
         meansigmabuf[2 * wrt_y + 1] = wd.sigma2;
         countbuf[wrt_y] = wd.count;
+        REIMPL_TRACE(smem_write, reimpl_trace::round_of(blockDim.y / 2, offset), wrt_y,
+                     wd.mean, wd.sigma2, wd.count);
       }
       __syncthreads();
       // warps [0, offset) fold in their partner's state
@@ -248,6 +258,8 @@ __device__ WelfordDataLN compute_stats(
                           meansigmabuf[2 * threadIdx.y + 1],
                           countbuf[threadIdx.y]};
         wd = cuWelfordCombine<rms_norm>(wd, wdB);
+        REIMPL_TRACE(smem_combine, reimpl_trace::round_of(blockDim.y / 2, offset), threadIdx.y,
+                     wd.mean, wd.sigma2, wd.count);
       }
       __syncthreads();
     }
@@ -285,6 +297,7 @@ __device__ __inline__ void vectorized_layer_norm_kernel_impl(
   auto i1 = blockIdx.x;
   const T* block_row = X + i1 * N;
   WelfordDataLN wd = compute_stats<T, rms_norm>(block_row, N, s_data);
+  REIMPL_TRACE(stats, 0, -1, wd.mean, wd.sigma2);
 
   using vec_t = aligned_vector<T, vec_size>;
   const vec_t* X_vec = reinterpret_cast<const vec_t*>(block_row);
@@ -297,6 +310,7 @@ __device__ __inline__ void vectorized_layer_norm_kernel_impl(
   const int n_vec_to_read = N / vec_size;
 
   T_ACC rstd_val = c10::cuda::compat::rsqrt(wd.sigma2 + eps);
+  REIMPL_TRACE(rstd, 0, -1, rstd_val);
 
   // no tail: N % vec_size == 0 on this path
   for (int i = thrx; i < n_vec_to_read; i += numx) {
@@ -343,6 +357,12 @@ __device__ __inline__ void vectorized_layer_norm_kernel_impl(
         }
       }
     }
+#ifdef REIMPL_TRACING
+    for (int ii = 0; ii < vec_size; ii++) {
+      REIMPL_TRACE(output, (i - thrx) / numx * vec_size + ii, i * vec_size + ii,
+                   static_cast<T_ACC>(out.val[ii]));
+    }
+#endif
     Y_vec[i] = out;
   }
   if (thrx == 0) {

@@ -16,6 +16,6 @@ Modules:
   layer_norm_kernel   the forward kernels of layer_norm_kernel.cu
   api                 native_layer_norm / fused_rms_norm on NumPy arrays, path chosen by the host mirror
 """
-from .api import fused_rms_norm, native_layer_norm
+from .api import fused_rms_norm, native_layer_norm, run_case
 
-__all__ = ["native_layer_norm", "fused_rms_norm"]
+__all__ = ["native_layer_norm", "fused_rms_norm", "run_case"]

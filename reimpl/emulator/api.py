@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import block
+from . import block, trace
 from .fp import BY_NAME, ElementType
 from . import layer_norm_kernel as K
 
@@ -53,6 +53,7 @@ def _replay(calls, arrays: dict, T_by_name) -> None:
     for kernel, launch, args in calls:
         name = kernel.template.name
         T: ElementType = T_by_name(str(kernel.targs[0]))
+        trace.set_kernel(str(kernel))
         rms_norm = bool(kernel.targs[2])
         ptr = lambda p: None if p == 0 else arrays[p]  # noqa: E731
         if name == "vectorized_layer_norm_kernel":
@@ -109,3 +110,30 @@ def fused_rms_norm(x, normalized_shape, weight=None, eps: float | None = None,
                    offsets=(0, 0, 0), bf16: bool = False):
     """aten::_fused_rms_norm -> (out, rstd); eps=None is the accumulate type's machine epsilon."""
     return _run("rms_norm", x, tuple(normalized_shape), weight, None, eps, offsets, bf16)
+
+
+_STORAGE = {"fp32": np.float32, "fp64": np.float64, "fp16": np.float16, "bf16": np.uint16}
+
+
+def as_storage(a, dtype: str) -> np.ndarray | None:
+    """A torch CPU tensor (or raw-bit NumPy array) as the NumPy storage dtype the emulator takes."""
+    if a is None:
+        return None
+    if hasattr(a, "numpy"):
+        import torch
+        a = a.detach().contiguous()
+        a = a.view(torch.int16).numpy() if a.dtype == torch.bfloat16 else a.numpy()
+    return np.ascontiguousarray(a).view(_STORAGE[dtype])
+
+
+def run_case(case, x, w, b):
+    """Emulate a reimpl.cases.Case on its inputs (CPU tensors or storage-dtype arrays): the outputs
+    in case.output_names order."""
+    x = as_storage(x, case.dtype).reshape(case.shape)
+    ns = case.normalized_shape
+    w = None if w is None else as_storage(w, case.dtype).reshape(ns)
+    b = None if b is None else as_storage(b, case.dtype).reshape(ns)
+    offsets = (case.x_offset, case.w_offset, case.b_offset)
+    if case.op == "layer_norm":
+        return native_layer_norm(x, ns, w, b, case.eps, offsets=offsets)
+    return fused_rms_norm(x, ns, w, case.eps, offsets=offsets)

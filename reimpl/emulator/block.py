@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import trace
+
 
 @dataclass
 class Block:
@@ -32,4 +34,5 @@ def launch(kernel, grid, block_dim, nshared: int, *args) -> None:
     gx, gy, gz = grid
     assert gy == 1 and gz == 1
     for b in range(gx):
+        trace.set_block(b)
         kernel(make_block(b, block_dim, nshared), *args)

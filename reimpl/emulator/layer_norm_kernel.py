@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import rsqrt as _rsqrt
+from . import trace
 from .block import Block
 from .fp import ElementType, fma
 from .warp import C10_WARP_SIZE, WARP_SHFL, WARP_SHFL_DOWN
@@ -46,6 +47,8 @@ def RowwiseMomentsCUDAKernel(blk: Block, T: ElementType, rms_norm: bool,
         with np.errstate(all="ignore"):
             new = welford_op.reduce(val, T.load(X[index]), index)
         val = new.where(active, val)
+        trace.emit("reduce", s, f"j = threadIdx.x + {s}*blockDim.x", active, index,
+                   mean=val.mean, m2=val.m2, n=val.n, nf=val.nf)
     with np.errstate(all="ignore"):
         val = BlockReduce(val, welford_op, WelfordData.filled(threads, acc), val_shared,
                           tid, blk.blockDim[0])
@@ -57,6 +60,8 @@ def RowwiseMomentsCUDAKernel(blk: Block, T: ElementType, rms_norm: bool,
             rstd[i] = compat_rsqrt(m2 + eps)[0]                   # FADD; rsqrt
         else:
             rstd[i] = compat_rsqrt(fma(m1, m1, m2) + eps)[0]      # FFMA(m1, m1, m2); FADD
+        trace.emit("moments", 0, "thread 0: mean, rstd", tid == 0, None,
+                   mean=np.full(threads, m1[0]), rstd=np.full(threads, rstd[i]))
 
 
 # upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L100-L124
@@ -85,6 +90,12 @@ def LayerNormForwardCUDAKernel(blk: Block, T: ElementType, rms_norm: bool,
             else:
                 # SASS: FMUL; FMUL
                 Y[index] = T.store(T.load(X[index]) * acc(rstd[i]) * gamma_v)
+        if trace.active():
+            act = tid + j0 < N
+            out = np.zeros(len(tid), acc)
+            out[act] = T.load(Y[index])
+            trace.emit("fwd_output", j0 // bd, f"j = threadIdx.x + {j0}", act, np.where(act, tid + j0, -1),
+                       out=out)
 
 
 # upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L126-L132
@@ -149,17 +160,23 @@ def compute_stats(blk: Block, T: ElementType, rms_norm: bool, X, N: int, buf: np
         for ii in range(vec_size):                         # vec_t data = X_vec[i]; unrolled
             new = cuWelfordOnlineSum(rms_norm, T.load(X[base + ii]), wd)
             wd = new.where(active, wd)
+            trace.emit("online", i0 // numx * vec_size + ii, f"i = thrx + {i0}, ii = {ii}", active,
+                       i * vec_size + ii, mean=wd.mean, sigma2=wd.sigma2, count=wd.count)
     offset = C10_WARP_SIZE >> 1
     while offset > 0:                                      # shuffle-down rounds 16, 8, 4, 2, 1
         wdB = WelfordDataLN(WARP_SHFL_DOWN(wd.mean, offset), WARP_SHFL_DOWN(wd.sigma2, offset),
                             WARP_SHFL_DOWN(wd.count, offset))
         wd = cuWelfordCombine(rms_norm, wd, wdB)
+        if trace.active():
+            trace.emit("shfl_down", 4 - int(np.log2(offset)), f"offset = {offset}", True,
+                       WARP_SHFL_DOWN(thrx, offset), mean=wd.mean, sigma2=wd.sigma2, count=wd.count)
         offset >>= 1
     tx, ty = blk.threadIdx_x, blk.threadIdx_y
     if by > 1:
         meansigmabuf = buf                                 # buf[0 : by]
         countbuf = buf[by:]                                # buf[by : by + by/2]
         offset = by // 2
+        rnd = 0
         while offset > 0:
             writers = (tx == 0) & (ty >= offset) & (ty < 2 * offset)
             for t in np.flatnonzero(writers):
@@ -167,13 +184,18 @@ def compute_stats(blk: Block, T: ElementType, rms_norm: bool, X, N: int, buf: np
                 meansigmabuf[2 * wrt_y] = wd.mean[t]
                 meansigmabuf[2 * wrt_y + 1] = wd.sigma2[t]
                 countbuf[wrt_y] = wd.count[t]
+            trace.emit("smem_write", rnd, f"offset = {offset}: warps [{offset}, {2 * offset}) write",
+                       writers, ty - offset, mean=wd.mean, sigma2=wd.sigma2, count=wd.count)
             # __syncthreads()
             readers = (tx == 0) & (ty < offset)
             yy = np.where(readers, ty, 0)
             wdB = WelfordDataLN(meansigmabuf[2 * yy], meansigmabuf[2 * yy + 1], countbuf[yy])
             wd = cuWelfordCombine(rms_norm, wd, wdB).where(readers, wd)
+            trace.emit("smem_combine", rnd, f"offset = {offset}: warps [0, {offset}) combine",
+                       readers, ty, mean=wd.mean, sigma2=wd.sigma2, count=wd.count)
             # __syncthreads()
             offset //= 2
+            rnd += 1
         meansigmabuf[0] = wd.mean[0]                       # thread (0, 0)
         meansigmabuf[1] = wd.sigma2[0] / f32(N)            # IEEE division (RCP+FFMA+FCHK)
         # __syncthreads()
@@ -193,11 +215,14 @@ def vectorized_layer_norm_kernel_impl(blk: Block, T: ElementType, rms_norm: bool
     block_row = X[i1 * N:(i1 + 1) * N]
     with np.errstate(all="ignore"):
         wd = compute_stats(blk, T, rms_norm, block_row, N, s_data)
+        trace.emit("stats", 0, "compute_stats returns (mean, sigma2 / N)", True, None,
+                   mean=wd.mean, sigma2=wd.sigma2)
         bx, by, _ = blk.blockDim
         numx = bx * by
         thrx = blk.threadIdx_x + blk.threadIdx_y * bx
         n_vec_to_read = N // vec_size
         rstd_val = compat_rsqrt(wd.sigma2 + f32(eps))      # FADD; rsqrtf
+        trace.emit("rstd", 0, "rsqrt(sigma2 + eps)", True, None, rstd=rstd_val)
         Y_row = Y[i1 * N:(i1 + 1) * N]
         for i0 in range(0, n_vec_to_read, numx):
             i = (thrx + i0)[thrx + i0 < n_vec_to_read]
@@ -230,6 +255,12 @@ def vectorized_layer_norm_kernel_impl(blk: Block, T: ElementType, rms_norm: bool
                     else:
                         out = r * x                                                 # FMUL
                 Y_row[e] = T.store(out)                    # the store rounds to T
+                if trace.active():
+                    act = thrx + i0 < n_vec_to_read
+                    v = np.zeros(numx, f32)
+                    v[act] = T.load(Y_row[e])
+                    trace.emit("output", i0 // numx * vec_size + ii, f"i = thrx + {i0}, ii = {ii}", act,
+                               np.where(act, (thrx + i0) * vec_size + ii, -1), out=v)
         if not rms_norm:                                   # thrx == 0
             mean[i1] = wd.mean[0]
         rstd[i1] = rstd_val[0]

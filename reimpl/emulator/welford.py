@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import trace
 from .fp import fma
 from .warp import C10_WARP_SIZE, WARP_SHFL_DOWN
 
@@ -80,10 +81,15 @@ class WelfordOps:
 
 # upstream: aten/src/ATen/native/cuda/block_reduce.cuh#L119-L126
 # ours: reimpl/cuda/block_reduce.cuh [WarpReduce]
-def WarpReduce(val: WelfordData, op: WelfordOps) -> WelfordData:
+def WarpReduce(val: WelfordData, op: WelfordOps, *, _active=True, _phase: str = "") -> WelfordData:
+    """`_active`, `_phase`: for the trace only (which threads run this call, and which call it is)."""
     offset = C10_WARP_SIZE >> 1
     while offset > 0:
         val = op.combine(val, op.warp_shfl_down(val, offset))
+        if trace.active():
+            tid = np.arange(len(val.mean))
+            trace.emit("warp_reduce", 4 - int(np.log2(offset)), f"{_phase}offset = {offset}", _active,
+                       WARP_SHFL_DOWN(tid, offset), mean=val.mean, m2=val.m2, n=val.n, nf=val.nf)
         offset >>= 1
     return val
 
@@ -97,13 +103,17 @@ def BlockReduce(val: WelfordData, op: WelfordOps, identity_element: WelfordData,
     lid = tid % C10_WARP_SIZE
     wid = tid // C10_WARP_SIZE
     warps = blockDim_x // C10_WARP_SIZE
-    val = WarpReduce(val, op)
+    val = WarpReduce(val, op, _phase="each warp: ")
     # __syncthreads()
     for w in range(warps):                                   # if (lid == 0) shared[wid] = val
         shared[w] = tuple(f[w * C10_WARP_SIZE] for f in val.fields())
+    trace.emit("block_write", 0, "lane 0 of each warp writes shared[wid]", lid == 0, wid,
+               mean=val.mean, m2=val.m2, n=val.n, nf=val.nf)
     # __syncthreads()
     slot = [shared[l] if l < warps else None for l in range(C10_WARP_SIZE)]
     read = WelfordData(*(np.array([slot[l][k] if l < warps else f[0] for l in lid], dtype=f.dtype)
                          for k, f in enumerate(identity_element.fields())))
     val = read.where(tid < warps, identity_element)
-    return WarpReduce(val, op).where(wid == 0, val)          # if (wid == 0) val = WarpReduce(val, op)
+    trace.emit("block_read", 0, "threads < warps read shared[lid], the rest the identity", True,
+               np.where(tid < warps, lid, trace.AUX_NONE), mean=val.mean, m2=val.m2, n=val.n, nf=val.nf)
+    return WarpReduce(val, op, _active=wid == 0, _phase="warp 0: ").where(wid == 0, val)  # if (wid == 0)
