@@ -33,7 +33,10 @@ class TracingRuntime(TorchCupyRuntime):
         if st.module is None:
             st.module = self._load_module(device)
         _, module = st.module
-        return cupy.ndarray((1,), cupy.uint64, module.get_global(name))
+        g = module.get_global_var(name)  # CuPy 14: the variable's device address (int) or a MemoryPointer
+        ptr = g if isinstance(g, int) else g.ptr
+        mem = cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(ptr, 8, module), 0)
+        return cupy.ndarray((1,), cupy.uint64, mem)
 
     def start(self) -> None:
         import cupy
@@ -54,7 +57,7 @@ class TracingRuntime(TorchCupyRuntime):
 
 def trace_gpu(case, capacity: int = 1 << 20):
     """Run `case` (reimpl.cases.Case) on the GPU with tracing on:
-    (inputs on the CPU, outputs on the CPU, records)."""
+    (the CUDA inputs, as views with the case's storage offsets; the outputs on the CPU; records)."""
     import torch
     from . import runtime
     x, w, b = case.make_inputs("cuda")
@@ -64,8 +67,7 @@ def trace_gpu(case, capacity: int = 1 << 20):
         with torch.no_grad():
             outs = case.run_ours(x, w, b)
         rec = rt.records()
-    cpu = lambda t: None if t is None else t.detach().cpu()  # noqa: E731
-    return (cpu(x), cpu(w), cpu(b)), [cpu(o) for o in outs], rec
+    return (x, w, b), [o.detach().cpu() for o in outs], rec
 
 
 def _field_names(code: int) -> tuple[str, ...]:
