@@ -12,6 +12,7 @@ import torch
 from reimpl import emulator
 from reimpl.cases import Case
 from reimpl.emulator import trace
+from tests.conftest import record
 
 pytestmark = pytest.mark.gpu
 
@@ -47,6 +48,7 @@ def test_gpu_trace_equals_emulator_trace(case):
     kinds = {trace.KIND_OF[int(c) >> 16] for c in gpu[:, 1]}
     assert ("online" in kinds) or ("reduce" in kinds)
     diff = compare(gpu, emu, double=case.dtype == "fp64")
+    record("trace_steps", len(gpu), 0 if diff is None else 1)  # elements = records compared
     assert diff is None, diff
     # tracing must not change the results: the traced build's outputs are torch's
     with torch.no_grad():
