@@ -1,10 +1,9 @@
 """The forward emulator against torch's own bits, recorded on the H100 by scripts/golden_vectors.py.
 
-Needs two committed files made on a GPU: results/emulator_golden_forward.npz (torch's outputs)
-and reimpl/emulator/rsqrt_table.npz (the GPU's rsqrtf); each test skips, naming the file and its
-generator, only while a file is absent. Every output must match bit for bit (NaN by position).
-fp64 cases are expected failures for now: the GPU's double rsqrt (MUFU.RSQ64H refined by DFMA steps)
-is not emulated yet, and the correctly rounded value stands in for it.
+Needs committed files made on a GPU: results/emulator_golden_forward.npz (torch's outputs),
+reimpl/emulator/rsqrt_table.npz (the GPU's rsqrtf) and reimpl/emulator/rsqrt64_table.npz (its
+MUFU.RSQ64H, for the double rsqrt); each test skips, naming the file and its generator, only while
+a file is absent. Every output must match bit for bit (NaN by position), fp64 included.
 """
 import json
 import os
@@ -28,6 +27,10 @@ needs_table = pytest.mark.skipif(
     not rsqrt.TABLE_PATH.is_file(),
     reason=f"{rsqrt.TABLE_PATH} absent: make it on a CUDA machine with "
            f"`python {rsqrt.GENERATOR} reimpl/emulator/rsqrt_table.npz`")
+needs_table64 = pytest.mark.skipif(
+    not rsqrt.TABLE64_PATH.is_file(),
+    reason=f"{rsqrt.TABLE64_PATH} absent: make it on a CUDA machine with "
+           f"`python {rsqrt.GENERATOR64} reimpl/emulator/rsqrt64_table.npz`")
 
 
 def _load():
@@ -69,13 +72,9 @@ def test_golden_file_is_stamped():
     assert {c.dtype for c in CASES} == set(STORAGE) and {c.op for c in CASES} == {"layer_norm", "rms_norm"}
 
 
-FP64_GAP = pytest.mark.xfail(reason="GPU double rsqrt not emulated yet (correctly rounded value used)",
-                             strict=False)
-
-
 @needs_golden
 @needs_table
-@pytest.mark.parametrize("i", [pytest.param(i, marks=FP64_GAP) if c.dtype == "fp64" else i
+@pytest.mark.parametrize("i", [pytest.param(i, marks=needs_table64) if c.dtype == "fp64" else i
                                for i, c in enumerate(CASES)], ids=[c.id for c in CASES])
 def test_emulator_matches_torch_bits(i):
     case = CASES[i]

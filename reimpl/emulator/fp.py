@@ -110,3 +110,59 @@ HALF = ElementType("c10::Half", np.float16, np.float32)
 BFLOAT16 = ElementType("c10::BFloat16", np.uint16, np.float32)
 DOUBLE = ElementType("double", np.float64, np.float64)
 BY_NAME = {t.name: t for t in (FLOAT, HALF, BFLOAT16, DOUBLE)}
+
+
+# --- vectorised DFMA (added for the double rsqrt model, which needs it on millions of inputs) ---
+
+_VELTKAMP = 134217729.0  # 2^27 + 1: splits a double into two 26-bit halves
+_SAFE_LO, _SAFE_HI = 2.0 ** -1000, 2.0 ** 1000  # every rounded value inside: no underflow, no overflow
+
+
+def _two_prod_unit(a, b):
+    """p + e == a * b exactly (Dekker), for |a|, |b| in [0.5, 1) or 0, where nothing can over- or underflow."""
+    def split(x):
+        t = _VELTKAMP * x
+        hi = t - (t - x)
+        return hi, x - hi
+    p = a * b
+    ah, al = split(a)
+    bh, bl = split(b)
+    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    return p, e
+
+
+def fma64_vec(a, b, c):
+    """DFMA on arrays: a*b + c rounded once to float64, the same values as `fma64`, fast.
+
+    Boldo and Melquiond's emulation by rounding to odd: a*b = uh + ul exactly (Dekker's product,
+    computed on the frexp mantissas so that it cannot over- or underflow, then scaled back and
+    checked); c + uh = th + tl exactly (TwoSum); v = tl + ul rounded to odd; the result is th + v
+    rounded to nearest. The proof assumes no underflow or overflow, so elements where a rounded
+    value leaves [2^-1000, 2^1000], where the result is 0 (its sign needs IEEE's rule), or where an
+    operand is not finite go through the exact scalar `fma64` instead.
+    """
+    a, b, c = np.broadcast_arrays(*(np.asarray(v, dtype=f64) for v in (a, b, c)))
+    with np.errstate(all="ignore"):
+        ma, ea = np.frexp(a)
+        mb, eb = np.frexp(b)
+        p, e = _two_prod_unit(ma, mb)
+        E = ea + eb
+        uh, ul = np.ldexp(p, E), np.ldexp(e, E)
+        exact = (np.ldexp(uh, -E) == p) & (np.ldexp(ul, -E) == e)
+        th, tl = _two_sum(c, uh)
+        s, err = _two_sum(tl, ul)
+        # round to odd: an inexact s with an even last bit moves one ulp towards the lost part
+        even = (s.view(np.int64) & 1) == 0
+        v = np.where((err != 0) & even, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+        r = th + v
+
+        def in_range(x):
+            ax = np.abs(x)
+            return (ax == 0) | ((ax >= _SAFE_LO) & (ax < _SAFE_HI))
+        ok = (np.isfinite(a) & np.isfinite(b) & np.isfinite(c) & exact & (r != 0)
+              & in_range(uh) & in_range(c) & in_range(th) & in_range(s) & in_range(v) & in_range(r))
+    out = np.array(r, dtype=f64)
+    if not ok.all():
+        bad = ~ok
+        out[bad] = fma64(a[bad], b[bad], c[bad])
+    return out
