@@ -20,6 +20,17 @@
 #define REIMPL_STEP_block_read 11
 #define REIMPL_STEP_moments 12
 #define REIMPL_STEP_fwd_output 13
+#define REIMPL_STEP_gi_sums 20
+#define REIMPL_STEP_sum_shfl_down 21
+#define REIMPL_STEP_sum_smem_write 22
+#define REIMPL_STEP_sum_smem_read 23
+#define REIMPL_STEP_gi_stats 24
+#define REIMPL_STEP_gi_dx 25
+#define REIMPL_STEP_gb_sums 26
+#define REIMPL_STEP_gb_smem_write 27
+#define REIMPL_STEP_gb_smem_read 28
+#define REIMPL_STEP_gb_shfl_xor 29
+#define REIMPL_STEP_gb_out 30
 
 #ifdef REIMPL_TRACING
 

@@ -18,6 +18,7 @@ import numpy as np
 from . import block, trace
 from .fp import BY_NAME, ElementType
 from . import layer_norm_kernel as K
+from . import layer_norm_backward as BW
 
 _TORCH_DTYPE = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64",
                 np.dtype(np.float16): "float16", np.dtype(np.uint16): "bfloat16"}
@@ -70,6 +71,10 @@ def _replay(calls, arrays: dict, T_by_name) -> None:
             fn = lambda blk, *a: K.LayerNormForwardCUDAKernel(blk, T, rms_norm, *a)  # noqa: E731
             block.launch(fn, launch.grid, launch.block, launch.shared,
                          N, ptr(X), ptr(mean), ptr(rstd), ptr(g), ptr(b), ptr(Y))
+        elif name in ("layer_norm_grad_input_kernel", "layer_norm_grad_input_kernel_vectorized"):
+            BW.replay_grad_input(kernel, launch, args, ptr, T)
+        elif name == "GammaBetaBackwardCUDAKernelTemplate":
+            BW.replay_gamma_beta(kernel, launch, args, ptr, T)
         else:
             raise NotImplementedError(f"the emulator has no {name} yet")
 
@@ -137,3 +142,105 @@ def run_case(case, x, w, b):
     if case.op == "layer_norm":
         return native_layer_norm(x, ns, w, b, case.eps, offsets=offsets)
     return fused_rms_norm(x, ns, w, case.eps, offsets=offsets)
+
+
+# ---- backward ------------------------------------------------------------------------------------
+# The same replay: the host mirror's layer_norm_backward_cuda / _fused_rms_norm_backward_cuda run on
+# CPU twins; besides the launches, the torch ops it calls are logged (a TorchFunctionMode) so that
+# those whose results the launches do not write are emulated too: zeros_like (the fill for M == 0)
+# and, on the partial GammaBeta path, `dgamma_blocks.sum(0)` (layer_norm_backward.torch_sum0).
+_TORCH_OPS = ("empty", "empty_like", "zeros_like", "zeros", "sum", "contiguous", "clone")
+
+
+def _torch_op_log():
+    from torch.overrides import TorchFunctionMode
+
+    class Log(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []   # (name, result, args, kwargs); holding results keeps their addresses unique
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            name = getattr(func, "__name__", "")
+            if name in _TORCH_OPS:
+                self.ops.append((name, out, args, kwargs))
+            return out
+    return Log()
+
+
+def _run_backward(op, dy, x, normalized_shape, mean, rstd, weight, bias, output_mask, offsets, bf16):
+    import torch
+    from .. import runtime
+    from ..layer_norm_kernel import _fused_rms_norm_backward_cuda, layer_norm_backward_cuda
+    dy, x = np.ascontiguousarray(dy), np.ascontiguousarray(x)
+    if bf16 and x.dtype != np.uint16:
+        raise TypeError("bf16=True expects np.uint16 bit patterns")
+    weight = None if weight is None else np.ascontiguousarray(weight)
+    bias = None if bias is None else np.ascontiguousarray(bias)
+    mean = None if mean is None else np.ascontiguousarray(mean)
+    rstd = np.ascontiguousarray(rstd)
+    o_dy, o_x, o_w, o_b = offsets
+    t = dict(dy=_torch_twin(dy, o_dy), x=_torch_twin(x, o_x), mean=_torch_twin(mean, 0), rstd=_torch_twin(rstd, 0),
+             w=_torch_twin(weight, o_w), b=_torch_twin(bias, o_b))
+    log = _torch_op_log()
+    with runtime.use(runtime.RecordingRuntime()) as rt, log:
+        if op == "layer_norm":
+            outs = layer_norm_backward_cuda(t["dy"], t["x"], list(normalized_shape), t["mean"], t["rstd"], t["w"],
+                                            t["b"], list(output_mask))
+        else:
+            outs = _fused_rms_norm_backward_cuda(t["dy"], t["x"], list(normalized_shape), t["rstd"], t["w"],
+                                                 list(output_mask))
+    arrays = {}
+    for k, a in dict(dy=dy, x=x, mean=mean, rstd=rstd, w=weight, b=bias).items():
+        if a is not None and t[k].numel():
+            arrays[t[k].data_ptr()] = a.reshape(-1)
+    storage = {v: np.dtype(k) for k, v in _TORCH_DTYPE.items()}
+    created = {}       # address -> tensor, for every tensor the host mirror made
+    for name, out, _, _ in log.ops:
+        if isinstance(out, torch.Tensor) and out.numel():
+            created.setdefault(out.data_ptr(), out)
+    for p, tt in created.items():
+        if p not in arrays:
+            arrays[p] = np.zeros(tt.numel(), storage[str(tt.dtype).replace("torch.", "")])  # zeros_like: a fill
+    for name, out, args, kwargs in log.ops:
+        if name in ("contiguous", "clone") and out.numel() and out.data_ptr() != args[0].data_ptr():
+            raise NotImplementedError("a copy in the host mirror (inputs here are always contiguous)")
+    _replay(rt.calls, arrays, BY_NAME.__getitem__)
+    for name, out, args, kwargs in log.ops:     # after the launches, as on the stream
+        if name == "sum":
+            src = args[0]
+            dims = args[1] if len(args) > 1 else kwargs.get("dim")
+            if dims not in (0, (0,), [0]) or src.dim() != 2 or len(args) > 2 or set(kwargs) - {"dim"}:
+                raise NotImplementedError(f"torch op sum{tuple(args[1:])} {kwargs} in the host mirror")
+            if out.numel():
+                T = BY_NAME[{"float32": "float", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
+                             "float64": "double"}[str(src.dtype).replace("torch.", "")]]
+                arrays[out.data_ptr()][:] = BW.torch_sum0(arrays[src.data_ptr()].reshape(tuple(src.shape)), T)
+    result = []
+    for o in outs:
+        if o is None:
+            result.append(None)
+            continue
+        dt = storage[str(o.dtype).replace("torch.", "")]
+        result.append(arrays[o.data_ptr()].reshape(tuple(o.shape)) if o.numel() else np.zeros(tuple(o.shape), dt))
+    return tuple(result)
+
+
+def native_layer_norm_backward(grad_out, x, normalized_shape, mean, rstd, weight=None, bias=None,
+                               output_mask=(True, True, True), offsets=(0, 0, 0, 0), bf16: bool = False):
+    """aten::native_layer_norm_backward -> (grad_input, grad_weight, grad_bias), None where output_mask
+    is False, as torch computes them on the H100. `offsets=(grad_out, x, weight, bias)` in elements
+    (grad_out's and x's alignment choose the grad-input kernel); mean and rstd in the accumulate type."""
+    return _run_backward("layer_norm", grad_out, x, tuple(normalized_shape), mean, rstd, weight, bias,
+                         tuple(bool(m) for m in output_mask), offsets, bf16)
+
+
+def fused_rms_norm_backward(grad_out, x, normalized_shape, rstd, weight=None, output_mask=(True, True),
+                            offsets=(0, 0, 0), bf16: bool = False):
+    """aten::_fused_rms_norm_backward -> (grad_input, grad_weight), None where output_mask is False.
+    `offsets=(grad_out, x, weight)` in elements."""
+    o_dy, o_x, o_w = offsets
+    return _run_backward("rms_norm", grad_out, x, tuple(normalized_shape), None, rstd, weight, None,
+                         tuple(bool(m) for m in output_mask), (o_dy, o_x, o_w, 0), bf16)

@@ -39,6 +39,19 @@ KINDS = {
     "moments":      (12, "RowwiseMomentsCUDAKernel", "none", ("mean", "rstd")),
     # LayerNormForwardCUDAKernel
     "fwd_output":   (13, "LayerNormForwardCUDAKernel", "element", ("out",)),
+    # backward, grad input (compute_gI and layer_norm_grad_input_kernel_vectorized)
+    "gi_sums":        (20, "compute_gI", "none", ("stats_x1", "stats_x2")),
+    "sum_shfl_down":  (21, "WarpReduceSum", "partner", ("val",)),
+    "sum_smem_write": (22, "BlockReduceSum", "slot", ("val",)),
+    "sum_smem_read":  (23, "BlockReduceSum", "slot", ("val",)),
+    "gi_stats":       (24, "compute_gI", "none", ("stats_x1", "stats_x2")),
+    "gi_dx":          (25, "compute_gI", "element", ("dx",)),
+    # backward, GammaBetaBackwardCUDAKernelTemplate (aux of gb_sums: the thread's column thread_x)
+    "gb_sums":        (26, "blockReduceGammaBetaBackwardsWithChecks", "element", ("dg_sum", "db_sum")),
+    "gb_smem_write":  (27, "GammaBetaBackwardCUDAKernelTemplate", "slot", ("dg", "db")),
+    "gb_smem_read":   (28, "GammaBetaBackwardCUDAKernelTemplate", "slot", ("dg", "db")),
+    "gb_shfl_xor":    (29, "GammaBetaBackwardCUDAKernelTemplate", "partner", ("dg", "db")),
+    "gb_out":         (30, "GammaBetaBackwardCUDAKernelTemplate", "element", ("dg", "db")),
 }
 CODE_OF = {k: v[0] for k, v in KINDS.items()}
 KIND_OF = {v[0]: k for k, v in KINDS.items()}
