@@ -486,6 +486,8 @@ def tree(steps, root: int = 0, focus: int | str | None = "auto", title: str = ""
     if focus == "auto":
         focus = root // WARP
     nodes = _layout(top, None if focus is None else int(focus))
+    if len(nodes) > 400:   # a picture nobody can read, and megabytes of page
+        raise ValueError(f"reduction tree of {len(nodes)} nodes: choose focus=none, stop=KIND, another root= or tree=0")
     cols = sorted({nd.pos for nd in nodes if nd.pos >= 0})
     col_of = {p: k for k, p in enumerate(cols)}
     step_at = {nd.pos: nd.step for nd in nodes if nd.pos >= 0}
