@@ -232,7 +232,13 @@ def native_layer_norm_backward(grad_out, x, normalized_shape, mean, rstd, weight
                                output_mask=(True, True, True), offsets=(0, 0, 0, 0), bf16: bool = False):
     """aten::native_layer_norm_backward -> (grad_input, grad_weight, grad_bias), None where output_mask
     is False, as torch computes them on the H100. `offsets=(grad_out, x, weight, bias)` in elements
-    (grad_out's and x's alignment choose the grad-input kernel); mean and rstd in the accumulate type."""
+    (grad_out's and x's alignment choose the grad-input kernel); mean and rstd in the accumulate type.
+
+    Every path is emulated, the partial GammaBeta path (M > 65536, N < 2112) included: its final
+    `dgamma_blocks.sum(0)` is torch's reduction kernel, whose order layer_norm_backward.torch_sum0
+    reproduces (established bit for bit on the H100, results/emulator_golden_backward.npz). That path
+    with a normalized_shape of more than one dim raises NotImplementedError: torch 2.11's kernel
+    writes past its buffer there. Bad input raises torch's exception and message (the host mirror's)."""
     return _run_backward("layer_norm", grad_out, x, tuple(normalized_shape), mean, rstd, weight, bias,
                          tuple(bool(m) for m in output_mask), offsets, bf16)
 

@@ -497,7 +497,10 @@ def _stored(T: ElementType, v):
 # block_x_reduce, global_reduce) for the two shapes the partial path makes: N >= 2, a reduction over
 # the slow dimension vectorized along the output, and N == 1, a contiguous reduction vectorized
 # along the input. The configurations agree with every reduce_kernel launch in
-# reference/torch_launches_backward.json (block, grid, template arguments).
+# reference/torch_launches_backward.json (block, grid, template arguments). global_reduce's one
+# atomic (the semaphore that elects the last block) does not touch the order: the last block reads
+# the staged partial sums in a fixed order. Bit-exact against the H100 on every golden case
+# (tests/test_emulator_golden_backward_cpu.py); other configurations raise NotImplementedError.
 
 REDUCE_MAX_NUM_THREADS = 512          # mnt_wrapper<T>::MAX_NUM_THREADS for every real T
 H100_SM_COUNT = 132
@@ -732,6 +735,14 @@ def replay_gamma_beta(kernel, launch_, args, ptr, T: ElementType) -> None:
     """A recorded GammaBetaBackwardCUDAKernelTemplate launch on the emulator."""
     M, N, dY, X, mean, rstd, dg, db = args
     _, _, bx, by, rows, partial, aligned, rms = kernel.targs
+    rows_written = launch_.grid[1] * launch_.block[1] if partial or launch_.grid[1] > 1 else 1
+    for name, p in (("dgamma", dg), ("dbeta", db)):
+        if p and ptr(p).size < rows_written * N:
+            # upstream sizes dgamma_blocks by dgamma.size(-1), which is N only for a 1-D normalized_shape
+            raise NotImplementedError(
+                f"the partial GammaBeta kernel would write {rows_written} x {N} elements into a {name} buffer of "
+                f"{ptr(p).size} (normalized_shape of more than one dim on torch 2.11's partial path: past the "
+                "end of the buffer on the GPU, undefined there)")
     launch(lambda blk, *a: GammaBetaBackwardCUDAKernelTemplate(blk, T, int(bx), int(by), int(rows), bool(partial),
                                                               bool(aligned), bool(rms), *a),
            launch_.grid, launch_.block, launch_.shared,
