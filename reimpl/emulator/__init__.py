@@ -1,21 +1,29 @@
-"""A bit-exact CPU emulator of the forward LayerNorm/RMSNorm kernels (issue 5, forward part).
+"""A bit-exact CPU emulator of the LayerNorm/RMSNorm kernels, forward and backward.
 
 Each device function of reimpl/cuda/ has a NumPy twin of the same name, with the same statements in
-the same order. A thread block runs as NumPy arrays with one entry per thread; `__syncthreads`
-falls between phases; warp shuffles follow PTX's shfl semantics. Float arithmetic is IEEE single
-(NumPy keeps subnormals); where our compiled SASS fuses a multiply-add into one FFMA, the emulator
-calls `fp.fma` (one rounding) and says so beside the line. `rsqrtf` comes from a table measured on
-the H100 (see rsqrt.py and scripts/rsqrt_table.py).
+the same order. A thread block runs as NumPy arrays with one entry per thread (the backward runs
+many blocks side by side the same way); `__syncthreads` falls between phases; warp shuffles follow
+PTX's shfl semantics. Float arithmetic is IEEE (NumPy keeps subnormals); where our compiled SASS
+fuses a multiply-add into one FFMA/DFMA, the emulator calls `fp.fma` (one rounding) and says so
+beside the line (results/sass_fma_table.md lists the SASS per source line). `rsqrtf` and
+`rsqrt(double)` come from tables measured on the H100 (rsqrt.py, scripts/rsqrt_table.py,
+scripts/rsqrt64_table.py). Every step can be recorded (trace.py) and compared with the GPU's own
+trace (reimpl/gpu_trace.py).
 
 Modules:
-  fp                  float32/float64 FMA, half and bfloat16 rounding, the element types
-  rsqrt               rsqrtf from the measured table; the double rsqrt
-  warp                WARP_SHFL_DOWN / WARP_SHFL_XOR / WARP_SHFL on per-thread arrays
-  block               a thread block's indices, and the launch loop over blocks
-  welford             WelfordData, WelfordOps, WarpReduce, BlockReduce (SharedReduceOps.h, block_reduce.cuh)
-  layer_norm_kernel   the forward kernels of layer_norm_kernel.cu
-  api                 native_layer_norm / fused_rms_norm on NumPy arrays, path chosen by the host mirror
+  fp                   float32/float64 FMA, half and bfloat16 rounding, the element types
+  rsqrt                rsqrtf and rsqrt(double) as the H100 computes them
+  warp                 WARP_SHFL_DOWN / WARP_SHFL_XOR / WARP_SHFL on per-thread arrays
+  block                a thread block's indices, and the launch loop over blocks
+  welford              WelfordData, WelfordOps, WarpReduce, BlockReduce (SharedReduceOps.h, block_reduce.cuh)
+  block_reduce         WarpReduceSum, BlockReduceSum (block_reduce.cuh)
+  layer_norm_kernel    the forward kernels of layer_norm_kernel.cu
+  layer_norm_backward  the backward kernels, and torch's .sum(0) that ends the partial GammaBeta path
+  api                  the aten ops on NumPy arrays, path chosen by replaying the host mirror's launches
+  trace, trace_view    step traces; tables, JSON and a pdb stop (`python -m reimpl trace`)
 """
-from .api import fused_rms_norm, native_layer_norm, run_case
+from .api import (fused_rms_norm, fused_rms_norm_backward, native_layer_norm, native_layer_norm_backward,
+                  run_case)
 
-__all__ = ["native_layer_norm", "fused_rms_norm", "run_case"]
+__all__ = ["native_layer_norm", "fused_rms_norm", "native_layer_norm_backward", "fused_rms_norm_backward",
+           "run_case"]
