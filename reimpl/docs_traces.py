@@ -15,7 +15,20 @@ Directives, each alone on its line (expanded by on_page_markdown before reimpl.d
           - an inline SVG of the reduction tree (tree=0 to leave it out; focus=W picks the warp drawn
             lane by lane, focus=none collapses every warp's shuffle tree; root=T the thread that ends
             with the block's result, default 0; stop=KIND draws the tree as it stands before the first
-            step of that kind, e.g. one WarpReduce call). See `tree`.
+            step of that kind, e.g. one WarpReduce call). See `tree`. A kernel with several reduction
+            calls (see `calls`: compute_gI's BlockReduceSum of stats_x1, then of stats_x2) gets one tree
+            per call, each from its own leaves; call=N draws only the N-th (and keeps the tables of
+            the reduction's own kinds to that call's steps); leaves=KIND[.FIELD,...] says where a
+            call's leaves come from when the default (see `_leaf_source`) cannot tell. A kernel whose
+            steps merge nothing (GammaBeta's <32,1,8> tile) gets a note saying so instead of a tree.
+    <!-- trace: backward=1 op=layer_norm dtype=fp32 shape=64,32 kernel=GammaBetaBackwardCUDAKernelTemplate stop=gb_out -->
+        The same for the backward: a reimpl.cases_backward.BackwardCase (the options above plus mask=1,1,0,
+        the output_mask, by default every gradient that exists; dy_offset; dy_values), its backward run on
+        the emulator with the trace on (`emulate_backward`: mean and rstd from the emulated forward,
+        which is not recorded). The kernels: layer_norm_grad_input_kernel, ..._vectorized,
+        GammaBetaBackwardCUDAKernelTemplate (blocks numbered blockIdx.x + blockIdx.y * gridDim.x). The
+        CLI's `python -m reimpl trace` runs the forward only, so the caption's command for a backward
+        trace is `python -m reimpl.docs_traces '<directive>'` (`main`), which prints the same steps.
         Rows and tree edges carry data-* attributes (kind, index, position in the kernel's steps,
         threads, bits) that tests/test_docs_traces_cpu.py reads back. The tables and the tree are kept
         out of the search index (data-search-exclude). A directive line is expanded wherever it
@@ -58,7 +71,8 @@ WARP = 32
 
 _CASE_KEYS = {"op", "dtype", "shape", "weight", "bias", "x_offset", "w_offset", "b_offset", "values", "seed", "eps",
               "norm_ndim"}
-_VIEW_KEYS = {"kernel", "block", "kinds", "threads", "tree", "focus", "root", "stop", "open", "tables"}
+_BACKWARD_KEYS = {"backward", "mask", "dy_offset", "dy_values"}
+_VIEW_KEYS = {"kernel", "block", "kinds", "threads", "tree", "focus", "root", "stop", "open", "tables", "call", "leaves"}
 
 
 # ---- source pages for the emulator and the trace tools -------------------------------------------------
@@ -170,14 +184,48 @@ class Example:
 
 @functools.lru_cache(maxsize=32)
 def emulate(case) -> Example:
-    """Emulate `case` (a frozen reimpl.cases.Case) with the trace on; cached for the build."""
+    """Emulate `case` with the trace on; cached for the build. A reimpl.cases.Case runs the forward;
+    a reimpl.cases_backward.BackwardCase runs the backward (see `emulate_backward`)."""
     from . import emulator
+    from .cases_backward import BackwardCase
     from .emulator import trace as T
     from .plan import host_launches
+    if isinstance(case, BackwardCase):
+        tr, outs = emulate_backward(case)
+        return Example(case, tr, tuple(outs), host_launches(case))
     x, w, b = case.make_inputs("cpu")
     with T.recording(meta={"case": case.as_dict()}) as tr:
         outs = emulator.run_case(case, x, w, b)
     return Example(case, tr, tuple(outs), host_launches(case))
+
+
+def emulate_backward(case):
+    """(trace, outputs) of a BackwardCase's backward on the emulator, only the backward recorded.
+
+    grad_out, x, weight and bias are the case's own (BackwardCase.make_args on the CPU, so grad_out
+    has its seed stream and storage offset). mean and rstd are not the case's (torch's CPU forward,
+    whose bits may depend on the CPU): they come from the emulated forward on the same x, weight and
+    bias, i.e. the bits the H100's forward hands to the backward, the same on every machine."""
+    from .emulator import api
+    from .emulator import trace as T
+    dy, x, _, _, w, b = case.make_args("cpu")
+    fwd = api.run_case(case, x, w, b)                      # not recorded
+    mean, rstd = (fwd[1], fwd[2]) if case.op == "layer_norm" else (None, fwd[1])
+    ns = case.normalized_shape
+
+    def st(a, shape):
+        return None if a is None else api.as_storage(a, case.dtype).reshape(shape)
+
+    dy_, x_, w_, b_ = st(dy, case.shape), st(x, case.shape), st(w, ns), st(b, ns)
+    with T.recording(meta={"case": case.as_dict(), "backward": True}) as tr:
+        if case.op == "layer_norm":
+            outs = api.native_layer_norm_backward(dy_, x_, ns, mean, rstd, w_, b_, case.output_mask,
+                                                  offsets=(case.dy_offset, case.x_offset, case.w_offset,
+                                                           case.b_offset))
+        else:
+            outs = api.fused_rms_norm_backward(dy_, x_, ns, rstd, w_, case.output_mask,
+                                               offsets=(case.dy_offset, case.x_offset, case.w_offset))
+    return tr, outs
 
 
 def parse_directive(args: str) -> dict[str, str]:
@@ -186,17 +234,27 @@ def parse_directive(args: str) -> dict[str, str]:
         key, eq, value = item.partition("=")
         if not eq:
             value = "1"
-        if key in opts or not (key in _CASE_KEYS or key in _VIEW_KEYS or key.startswith("threads.")):
+        if key in opts or not (key in _CASE_KEYS or key in _BACKWARD_KEYS or key in _VIEW_KEYS
+                               or key.startswith("threads.")):
             raise ValueError(f"trace directive: unknown or repeated option {key!r}")
         opts[key] = value
+    if not _is_backward(opts) and _BACKWARD_KEYS & set(opts) - {"backward"}:
+        raise ValueError(f"trace directive: {sorted(_BACKWARD_KEYS & set(opts) - {'backward'})} need backward=1")
     for key in ("op", "dtype", "shape", "kernel"):
         if key not in opts:
             raise ValueError(f"trace directive: {key}= is required ({args!r})")
     return opts
 
 
+def _is_backward(opts: dict) -> bool:
+    return opts.get("backward", "0") not in ("0", "no", "false")
+
+
 def case_of(opts: dict):
+    """A reimpl.cases.Case, or with backward=1 a reimpl.cases_backward.BackwardCase (mask=1,1,0:
+    output_mask, default every gradient that exists; dy_offset, dy_values: grad_out's)."""
     from .cases import Case
+    from .cases_backward import BackwardCase
     kw = {"shape": tuple(int(s) for s in opts["shape"].split(","))}
     for key in ("x_offset", "w_offset", "b_offset", "seed", "norm_ndim"):
         if key in opts:
@@ -208,7 +266,17 @@ def case_of(opts: dict):
         kw["values"] = opts["values"]
     if "eps" in opts:
         kw["eps"] = float(opts["eps"])
-    return Case(opts["op"], opts["dtype"], **kw)
+    if not _is_backward(opts):
+        return Case(opts["op"], opts["dtype"], **kw)
+    if "mask" in opts:
+        kw["mask"] = tuple(m not in ("0", "no", "false") for m in opts["mask"].split(","))
+    else:   # every gradient that exists (asking for a missing weight's is an error)
+        kw["mask"] = (True, kw.get("weight", True), kw.get("bias", True) and opts["op"] == "layer_norm")
+    if "dy_offset" in opts:
+        kw["dy_offset"] = int(opts["dy_offset"])
+    if "dy_values" in opts:
+        kw["dy_values"] = opts["dy_values"]
+    return BackwardCase(opts["op"], opts["dtype"], **kw)
 
 
 def _threads(spec: str) -> list[int]:
@@ -327,6 +395,7 @@ class Node:
     children: list = field(default_factory=list)   # [(Node, "own" | "partner" | "slot" | "hop")]
     row: int = -1
     cls: str = ""               # "leaf", "inner", "collapsed", "stub" (after layout)
+    source: str = "own elements"   # the root's: where the leaves came from (see _leaf_source)
 
     @property
     def empty(self) -> bool:
@@ -341,55 +410,134 @@ def _same_bits(a: dict, b: dict) -> bool:
     return a.keys() == b.keys() and all(bits_hex(a[k]) == bits_hex(b[k]) for k in a)
 
 
-def build_tree(steps, root: int = 0) -> Node | None:
-    """The merge tree that ends in thread `root`'s state, from the steps' own aux fields.
+def _merges(kind: str) -> bool:
+    return _aux(kind) in ("partner", "slot")
 
-    Leaves are each thread's state just before the first merge step (from the latest earlier step with
-    the same fields). A "partner" step makes, for each active thread t, a node with children t's previous
-    state and the partner's (aux[t]; aux[t] == t means the shuffle gave t its own value back). A pair of
-    "slot" steps with one index: the first's active threads write slot aux[w]; in the second, a thread
-    that read slot aux[t] gets a node whose children are its previous state and the writer's, or only the
-    writer's when its values equal the writer's bit for bit (the state moved unchanged: a hop); a thread
-    with no slot (aux -1) starts afresh from what it holds (an identity leaf)."""
-    from .emulator.trace import AUX_NONE, KINDS
-    merge = [i for i, s in enumerate(steps) if _aux(s.kind) in ("partner", "slot")]
-    if not merge:
+
+def _fields(kind: str) -> tuple:
+    from .emulator.trace import KINDS
+    return KINDS[kind][3]
+
+
+def calls(steps) -> list[tuple[int, int]]:
+    """The reduction calls among `steps`: (first, last) positions of each one's merge steps ("partner"
+    and "slot" kinds). A call ends where the next merge step starts afresh, which the trace shows by
+    its own fields: a step with other value fields, or a shuffle round that does not come after the
+    previous one (its kind's index is not above the last round's, with no shared-memory step in
+    between). So BlockReduceSum called twice in a row (compute_gI's stats_x1, then stats_x2) is two
+    calls, while BlockReduce's second WarpReduce (after the shared-memory hop) and GammaBeta's columns
+    (a shared-memory read before each) stay one."""
+    out: list[list[int]] = []
+    prev = None
+    for i, s in enumerate(steps):
+        if not _merges(s.kind):
+            continue
+        p = steps[prev] if prev is not None else None
+        fresh = (p is None or _fields(p.kind) != _fields(s.kind)
+                 or (_aux(s.kind) == "partner" and p.kind == s.kind and p.index >= s.index))
+        if fresh:
+            out.append([i, i])
+        out[-1][1] = i
+        prev = i
+    return [(f, l) for f, l in out]
+
+
+def _leaf_source(steps, first: int, leaves: str | None):
+    """Where the leaves of the call starting at `first` come from: (step, {tree field: step field},
+    description). In order: `leaves=KIND` or `leaves=KIND.FIELD[,FIELD]` (the latest step of KIND
+    before the call, its fields in order); the latest earlier step that merges nothing and has the
+    call's fields (the forward's per-thread Welford states); one whose field the call's detail names
+    first ("stats_x2, each warp: ..."); one with as many fields, taken in order (GammaBeta's dg_sum,
+    db_sum for dg, db); the call's own first step when it is a shared-memory write (the states as
+    written). Else a ValueError that asks for leaves=."""
+    names = _fields(steps[first].kind)
+    before = [steps[i] for i in range(first - 1, -1, -1) if not _merges(steps[i].kind)]
+    if leaves:
+        kind, _, spec = leaves.partition(".")
+        base = next((s for s in before if s.kind == kind), None)
+        fields = spec.split(",") if spec else list(_fields(kind)) if base is not None else []
+        if base is None or len(fields) != len(names) or not set(fields) <= set(base.values):
+            raise ValueError(f"leaves={leaves}: need a {kind} step before the reduction with {len(names)} "
+                             f"field(s) for {list(names)}")
+        return base, dict(zip(names, fields)), leaves
+    base = next((s for s in before if _fields(s.kind) == names), None)
+    if base is not None:
+        own = _aux(base.kind) == "element"
+        return base, {k: k for k in names}, "own elements" if own else base.kind
+    m = re.match(r"(\w+), ", steps[first].detail)
+    if m and len(names) == 1:
+        base = next((s for s in before if m.group(1) in s.values), None)
+        if base is not None:
+            return base, {names[0]: m.group(1)}, f"{base.kind}.{m.group(1)}"
+    base = next((s for s in before if len(_fields(s.kind)) == len(names)), None)
+    if base is not None:
+        return base, dict(zip(names, _fields(base.kind))), base.kind
+    if _aux(steps[first].kind) == "slot":
+        return steps[first], {k: k for k in names}, f"{steps[first].kind} (as written)"
+    raise ValueError(f"no step before {steps[first].kind} #{steps[first].index} tells the reduction's "
+                     "inputs: say leaves=KIND.FIELD")
+
+
+def build_tree(steps, root: int = 0, call: int | None = None, leaves: str | None = None) -> Node | None:
+    """The merge tree of one reduction call (see `calls`; call=None: the only one) that ends in thread
+    `root`'s state, from the steps' own aux fields.
+
+    Leaves are each thread's state just before the call (see `_leaf_source`). A "partner" step makes,
+    for each active thread t, a node with children t's previous state and the partner's (aux[t];
+    aux[t] == t means the shuffle gave t its own value back). Shared memory is followed slot by slot:
+    the call's first "slot" kind writes (each active thread w puts its state in slot aux[w]), its
+    other "slot" kinds read: a thread that read slot aux[t] gets a node whose children are its
+    previous state and the slot's writer's, or only the writer's when its values equal the writer's
+    bit for bit (the state moved unchanged: a hop); a thread with no slot (aux -1), or one whose slot
+    nothing in the call wrote, starts afresh from what it holds (an identity leaf). The root carries
+    `source`, where the leaves came from."""
+    from .emulator.trace import AUX_NONE
+    cs = calls(steps)
+    if not cs:
         return None
-    first, last = merge[0], merge[-1]
-    names = KINDS[steps[first].kind][3]
-    base = next((steps[i] for i in range(first - 1, -1, -1) if KINDS[steps[i].kind][3] == names), None)
+    if call is None:
+        if len(cs) > 1:
+            raise ValueError(f"{len(cs)} reduction calls in these steps: choose call=1 … {len(cs)}")
+        call = 1
+    if not 1 <= call <= len(cs):
+        raise ValueError(f"call={call}: these steps hold {len(cs)} reduction call(s)")
+    first, last = cs[call - 1]
+    names = _fields(steps[first].kind)
+    base, fmap, source = _leaf_source(steps, first, leaves)
     n = len(steps[first].active)
 
-    def vals(s, t):
-        return {k: (s.values[k][t] if s is not None else np.float32(0)) for k in names}
+    def vals(s, t, m=None):
+        return {k: s.values[(m or {}).get(k, k)][t] for k in names}
 
-    cur = [Node(t, -1, base, vals(base, t)) for t in range(n)]
-    i = first
-    while i <= last:
+    cur = [Node(t, -1, base, vals(base, t, fmap)) for t in range(n)]
+    write_kind = next((steps[i].kind for i in range(first, last + 1) if _aux(steps[i].kind) == "slot"), None)
+    shared: dict[int, Node] = {}
+    for i in range(first, last + 1):
         s = steps[i]
-        aux = _aux(s.kind)
-        if aux == "partner" and KINDS[s.kind][3] == names:
+        if not _merges(s.kind) or _fields(s.kind) != names:
+            continue
+        if _aux(s.kind) == "partner":
             prev = list(cur)
             for t in np.flatnonzero(s.active):
                 p = int(s.aux[t])
                 kids = [(prev[t], "own")] + ([(prev[p], "partner")] if p != t and 0 <= p < n else [])
                 cur[t] = Node(int(t), i, s, vals(s, t), kids)
-        elif (aux == "slot" and i + 1 <= last and _aux(steps[i + 1].kind) == "slot"
-              and steps[i + 1].index == s.index and KINDS[s.kind][3] == names == KINDS[steps[i + 1].kind][3]):
-            r = steps[i + 1]
-            slots = {int(s.aux[w]): cur[w] for w in np.flatnonzero(s.active)}
+        elif s.kind == write_kind:
+            for w in np.flatnonzero(s.active):
+                shared[int(s.aux[w])] = cur[w]
+        else:
             prev = list(cur)
-            for t in np.flatnonzero(r.active):
-                sl, v = int(r.aux[t]), vals(r, t)
-                if sl == AUX_NONE:
-                    cur[t] = Node(int(t), i + 1, r, v)
-                elif sl in slots:
-                    src = slots[sl]
+            for t in np.flatnonzero(s.active):
+                sl, v = int(s.aux[t]), vals(s, t)
+                src = shared.get(sl) if sl != AUX_NONE else None
+                if src is None:
+                    cur[t] = Node(int(t), i, s, v)
+                else:
                     kids = [(src, "hop")] if _same_bits(v, src.values) else [(prev[t], "own"), (src, "slot")]
-                    cur[t] = Node(int(t), i + 1, r, v, kids)
-            i += 1
-        i += 1
-    return cur[root]
+                    cur[t] = Node(int(t), i, s, v, kids)
+    top = cur[root]
+    top.source = source
+    return top
 
 
 def _walk(node: Node):
@@ -460,8 +608,13 @@ def _summary(nd: Node, keys: list[str], digits: int = 4) -> str:
     return " ".join(f"{_ABBR.get(k, k)}={_short(nd.values[k], digits)}" for k in keys)
 
 
-def _tooltip(nd: Node) -> str:
-    what = "leaf: its own elements" if nd.pos < 0 else f"{nd.step.kind} #{nd.step.index} ({nd.step.detail})"
+def _tooltip(nd: Node, source: str = "own elements") -> str:
+    if nd.pos >= 0:
+        what = f"{nd.step.kind} #{nd.step.index} ({nd.step.detail})"
+    elif source == "own elements" or nd.step is None:
+        what = "leaf: its own elements"
+    else:
+        what = f"leaf: {source}, step #{nd.step.index}"
     vals = ", ".join(f"{k} = {show(v)} [{bits_hex(v)}]" for k, v in nd.values.items())
     return f"thread {nd.thread} (warp {nd.thread // WARP}, lane {nd.thread % WARP}) after {what}: {vals}"
 
@@ -469,18 +622,20 @@ def _tooltip(nd: Node) -> str:
 def _column_header(step) -> tuple[str, str]:
     """(group label, column label): the kind plus the phase its detail names ("each warp: offset = 16"
     -> "warp_reduce · each warp", "offset 16"); columns with the same group label share one header."""
-    m = re.search(r"offset = (\d+)", step.detail)
-    head, sep, _ = step.detail.partition(": ")
+    m = re.search(r"(offset|delta) = (\d+)", step.detail)
+    head, sep, _ = re.sub(r"^\w+, ", "", step.detail).partition(": ")   # "stats_x2, each warp: …": the call's name
     phase = f" · {head}" if sep and "offset" not in head and len(head) <= 16 else ""
-    return step.kind + phase, (f"offset {m.group(1)}" if m else f"#{step.index}")
+    return step.kind + phase, (f"{m.group(1)} {m.group(2)}" if m else f"#{step.index}")
 
 
-def tree(steps, root: int = 0, focus: int | str | None = "auto", title: str = "") -> str:
+def tree(steps, root: int = 0, focus: int | str | None = "auto", title: str = "", call: int | None = None,
+         leaves: str | None = None) -> str:
     """An inline SVG, leaves on the left and the root on the right: one row per leaf (a thread's own
     state), one column per merge step. A shuffle (partner) edge is solid, a shared-memory edge dashed,
     an empty state merged in is a small grey dot, and a warp's whole shuffle tree outside the focus warp
-    is one grey box. Nodes whose state did not change (only an empty state came in) carry no label."""
-    top = build_tree(steps, root)
+    is one grey box. Nodes whose state did not change (only an empty state came in) carry no label.
+    `call`, `leaves`: which reduction call, and where its leaves come from (see build_tree)."""
+    top = build_tree(steps, root, call, leaves)
     if top is None:
         return ""
     if focus == "auto":
@@ -495,6 +650,9 @@ def tree(steps, root: int = 0, focus: int | str | None = "auto", title: str = ""
     n_rows = 1 + max(nd.row for nd in nodes)
     root_text = f"thread {top.thread} ends with {_summary(top, _label_fields(nodes, 3))}"
     LW, CW, RW, RH, TOP = 108, 78, 26, 16, 46   # fits the 690 px of the page's text column with 7 columns
+    leaf_text = {id(nd): f"t{nd.thread}{'' if nd.pos < 0 else f' ({nd.kind})'}  {_summary(nd, keys)}"
+                 for nd in nodes if nd.cls == "leaf"}
+    LW = max([LW] + [int(len(t) * 6.1) + 10 for t in leaf_text.values()])   # room for the longest leaf label
     xl = LW + 10
 
     def X(nd: Node) -> float:
@@ -503,12 +661,12 @@ def tree(steps, root: int = 0, focus: int | str | None = "auto", title: str = ""
     def Y(nd: Node) -> float:
         return TOP + nd.row * RH + 8
 
-    width = max(xl + len(cols) * CW + RW, 520)
+    width = max(xl + len(cols) * CW + RW, 540)
     height = TOP + n_rows * RH + 74
     b = []
     if any(nd.pos < 0 for nd in nodes):
         b.append(f"<text class='trt-h' x='{xl}' y='14' text-anchor='middle'>leaves</text>"
-                 f"<text class='trt-s' x='{xl}' y='28' text-anchor='middle'>own elements</text>")
+                 f"<text class='trt-s' x='{xl}' y='28' text-anchor='middle'>{escape(top.source)}</text>")
     groups: list[list[int]] = []
     for p in cols:
         if groups and _column_header(step_at[groups[-1][-1]])[0] == _column_header(step_at[p])[0] \
@@ -521,6 +679,8 @@ def tree(steps, root: int = 0, focus: int | str | None = "auto", title: str = ""
         s = step_at[g[0]]
         cls = "trt-hs" if _aux(s.kind) == "slot" else "trt-h"
         label = _column_header(s)[0] if len(g) > 1 else s.kind   # one column is too narrow for the phase
+        if len(g) == 1 and len(label) * 6.1 > CW - 8:            # nor, in bold 10 px, for a long kind name
+            cls += " trt-hn"
         b.append(f"<text class='{cls}' x='{(x0 + x1) / 2}' y='12' text-anchor='middle'>{escape(label)}</text>")
         if len(g) > 1:
             b.append(f"<polyline class='trt-grid2' points='{x0 - 30},20 {x0 - 30},17 {x1 + 30},17 {x1 + 30},20'/>")
@@ -546,8 +706,10 @@ def tree(steps, root: int = 0, focus: int | str | None = "auto", title: str = ""
             cls = {"own": "trt-own", "partner": "trt-shfl", "slot": "trt-smem", "hop": "trt-smem"}[e]
             pts = f"{cx},{cy} {x},{y}" if cy == y else f"{cx},{cy} {x - 12},{cy} {x},{y}"
             edges.append(f"<g class='trt-edge' {data}><polyline class='{cls}' points='{pts}'/></g>")
-        tip = escape(_tooltip(nd))
-        data = f"data-thread='{nd.thread}' data-kind='{nd.kind or 'leaf'}' data-row='{nd.row}'"
+        tip = escape(_tooltip(nd, top.source))
+        bits = ";".join(f"{k}:{bits_hex(v)}" for k, v in nd.values.items())
+        data = (f"data-thread='{nd.thread}' data-kind='{nd.kind or 'leaf'}' data-pos='{nd.pos}' data-row='{nd.row}' "
+                f"data-bits='{bits}'")
         if nd.cls == "collapsed":
             sub = list(_walk(nd))
             lo, hi = min(m.thread for m in sub), max(m.thread for m in sub)
@@ -563,10 +725,9 @@ def tree(steps, root: int = 0, focus: int | str | None = "auto", title: str = ""
         drawn_kids = [c for c, _ in nd.children if id(c) in drawn_ids]
         same = len(drawn_kids) == 1 and _same_bits(drawn_kids[0].values, nd.values)
         hop = any(e == "hop" for _, e in nd.children)
-        if nd.cls == "leaf":
-            extra = "" if nd.pos < 0 else f" ({nd.kind})"   # a fresh state mid-tree that is not empty
-            labels.append(f"<text class='trt-l' x='{x - 8}' y='{y + 3.5}' text-anchor='end'>t{nd.thread}{extra}  "
-                          f"{escape(_summary(nd, keys))}</text>")
+        if nd.cls == "leaf":   # "(kind)": a fresh state mid-tree that is not empty
+            labels.append(f"<text class='trt-l' x='{x - 8}' y='{y + 3.5}' text-anchor='end'>"
+                          f"{escape(leaf_text[id(nd)])}</text>")
         elif nd is top:
             pass   # its values go below the tree, where there is room
         elif hop or not same:
@@ -575,7 +736,7 @@ def tree(steps, root: int = 0, focus: int | str | None = "auto", title: str = ""
             room = min([X(m) - x for m in nodes if m.row == nd.row and X(m) > x], default=10 ** 6) + 2
             for form in (_summary(nd, keys, 3), _summary(nd, keys, 2), _summary(nd, keys[:1], 3)):
                 text = (f"t{nd.thread} " if hop else "") + ("" if same else form)
-                if len(text.strip()) * 5.3 <= room:
+                if len(text.strip()) * 5.3 + 6 <= room:
                     break
             labels.append(f"<text class='trt-s' x='{x + 5}' y='{y - 5}'>{escape(text.strip())}</text>")
     b += edges + marks + labels
@@ -595,7 +756,7 @@ def tree(steps, root: int = 0, focus: int | str | None = "auto", title: str = ""
         b.append(f"<text class='trt-s' x='10' y='{ly + 29}'>grey box: a warp's own shuffle tree, folded "
                  "into one node (hover it for its result).</text>")
     style = ("<style>.trt-h{fill:#3f51b5;font-weight:bold;font-size:10px}.trt-hs{fill:#ef6c00;font-weight:bold;"
-             "font-size:10px}.trt-s{fill:#555;font-size:8.5px}.trt-l{fill:#222;font-size:10px}.trt-r{fill:#1b5e20;"
+             "font-size:10px}.trt-hn{font-size:8.5px}.trt-s{fill:#555;font-size:8.5px}.trt-l{fill:#222;font-size:10px}.trt-r{fill:#1b5e20;"
              "font-size:10.5px;font-weight:bold}.trt-grid{stroke:#eee;stroke-width:1}.trt-grid2{stroke:#bbb;"
              "stroke-width:1;fill:none}.trt-own{stroke:#9e9e9e;stroke-width:1.2;fill:none}"
              ".trt-shfl{stroke:#3f51b5;stroke-width:1.3;fill:none}.trt-smem{stroke:#ef6c00;stroke-width:1.5;"
@@ -603,6 +764,7 @@ def tree(steps, root: int = 0, focus: int | str | None = "auto", title: str = ""
              ".trt-root{fill:#2e7d32;stroke:#1b5e20}.trt-empty{fill:#bdbdbd}.trt-stub{stroke:#bdbdbd;stroke-width:1}"
              ".trt-box{fill:#f5f5f5;stroke:#bdbdbd;stroke-width:1}</style>")
     return (f"<svg xmlns='http://www.w3.org/2000/svg' class='diagram trace-tree' data-diagram='trace-tree' role='img' "
+            f"data-call='{call or 1}' data-root='{top.thread}' data-leaves='{escape(top.source)}' "
             f"viewBox='0 0 {width} {height}' width='{width}' height='{height}' "
             f"style='max-width:none;width:clamp({int(width * 0.85)}px,100%,{width}px)' "
             f"font-family='ui-monospace,SFMono-Regular,Menlo,monospace' font-size='11'>"
@@ -632,16 +794,66 @@ def _cli(case, kinds: list[str]) -> str:
     return " ".join(parts) + f" --kind {','.join(kinds)}"
 
 
+def _rerun(args: str, opts: dict) -> str:
+    """The command that prints this directive's steps: `python -m reimpl.docs_traces` (this module's
+    `main`) with the case, kernel, block and kinds, for the backward, which the CLI's trace does not run."""
+    keep = [f"{k}={v}" for k, v in opts.items() if k in _CASE_KEYS | _BACKWARD_KEYS | {"kernel", "block", "kinds"}]
+    return "python -m reimpl.docs_traces " + shlex.quote(" ".join(keep))
+
+
+def _kernel_steps(ex: Example, opts: dict, page: str = ""):
+    kernel, block = opts["kernel"], int(opts.get("block", 0))
+    steps = [s for s in ex.trace.steps if s.kernel.split("<")[0] == kernel and s.block == block]
+    if not steps:
+        raise ValueError(f"{page}: trace directive: {ex.case.id} runs no {kernel} (block {block}); it runs "
+                         f"{sorted({s.kernel for s in ex.trace.steps})}")
+    return steps
+
+
+def _caption(case, launch, block: int, args: str, opts: dict, kinds: list[str]) -> str:
+    shape = " × ".join(map(str, case.shape))
+    backward = hasattr(case, "dy_offset")
+    affine = [n for n, on in (("weight", case.weight), ("bias", case.bias and case.op == "layer_norm")) if on]
+    offsets = [f"{k[0]} at storage offset {getattr(case, k)}" for k in ("x_offset", "w_offset", "b_offset")
+               if getattr(case, k)]
+    values = "torch.randn" if case.values == "normal" else f"value kind <code>{escape(case.values)}</code>"
+    what = f"<code>{case.op}</code>"
+    if backward:
+        if case.dy_offset:
+            offsets.insert(0, f"grad_out at storage offset {case.dy_offset}")
+        dyv = "torch.randn" if case.dy_values == "normal" else f"value kind <code>{escape(case.dy_values)}</code>"
+        mask = ", ".join("1" if m else "0" for m in case.output_mask)
+        grads = ("grad_input", "grad_weight", "grad_bias")
+        wanted = [g for g, m in zip(grads, case.output_mask) if m] or ["no gradient"]
+        what += (f" <strong>backward</strong> (output_mask [{mask}]: {', '.join(wanted)}), grad_out {dyv} "
+                 "from its own seed stream")
+    text = (f'<p class="trace-caption"><strong>Trace of a tiny example, computed when this page was built.</strong> '
+            f'{what}, {case.dtype}, input {shape} ({values}, seed {case.seed}), '
+            f'{" and ".join(affine) or "no weight or bias"}, eps {case.eps:g}'
+            + (f", {', '.join(offsets)}" if offsets else "")
+            + (". mean and rstd are the emulated forward's on the same input (the bits the H100's forward "
+               "passes to the backward)" if backward else "")
+            + f". The host mirror launches <code>{escape(launch.kernel)}</code> with grid {list(launch.grid)}, "
+            f"block {list(launch.block)}, {launch.shared} bytes of dynamic shared memory; shown: block {block}"
+            + (f" (blockIdx.x + blockIdx.y·gridDim.x), threads numbered x + {launch.block[0]}·y"
+               if launch.block[1] > 1 or launch.grid[1] > 1 else "")
+            + ". Every number below comes from <code>reimpl.emulator</code>, run by the site build (nothing here "
+            "is pasted); each value is followed by its bits in hex. To print the same on your machine: ")
+    if backward:
+        text += (f"<code>{escape(_rerun(args, opts))}</code> (<code>python -m reimpl trace</code> traces the "
+                 "forward only)</p>")
+    else:
+        text += f"<code>{escape(_cli(case, kinds))}</code></p>"
+    return text
+
+
 def trace_block(args: str, page: str = "") -> str:
     from .emulator.trace import KINDS
     opts = parse_directive(args)
     case = case_of(opts)
     ex = emulate(case)
     kernel, block = opts["kernel"], int(opts.get("block", 0))
-    steps = [s for s in ex.trace.steps if s.kernel.split("<")[0] == kernel and s.block == block]
-    if not steps:
-        raise ValueError(f"{page}: trace directive: {case.id} runs no {kernel} (block {block}); it runs "
-                         f"{sorted({s.kernel for s in ex.trace.steps})}")
+    steps = _kernel_steps(ex, opts, page)
     launch = next(l for l in ex.launches if l.kernel.split("<")[0] == kernel)
     present = list(dict.fromkeys(s.kind for s in steps))
     kinds = opts["kinds"].split(",") if "kinds" in opts else present
@@ -649,22 +861,13 @@ def trace_block(args: str, page: str = "") -> str:
         if k not in KINDS or k not in present:
             raise ValueError(f"{page}: trace directive: kind {k!r} not among {kernel}'s steps {present}")
     opened = set(opts.get("open", "").split(","))
-    shape = " × ".join(map(str, case.shape))
-    affine = [n for n, on in (("weight", case.weight), ("bias", case.bias and case.op == "layer_norm")) if on]
-    offsets = [f"{k[0]} at storage offset {getattr(case, k)}" for k in ("x_offset", "w_offset", "b_offset")
-               if getattr(case, k)]
-    values = "torch.randn" if case.values == "normal" else f"value kind <code>{escape(case.values)}</code>"
+    all_calls = calls(steps)
+    call = int(opts["call"]) if "call" in opts else None
+    if call is not None and not 1 <= call <= len(all_calls):
+        raise ValueError(f"{page}: trace directive: call={call}, but {kernel} makes {len(all_calls)} reduction "
+                         "call(s) here")
     out = [f'<div class="trace-box" data-case="{escape(case.id)}" data-kernel="{escape(kernel)}" '
-           f'data-directive="{escape(args.strip())}">',
-           f'<p class="trace-caption"><strong>Trace of a tiny example, computed when this page was built.</strong> '
-           f'<code>{case.op}</code>, {case.dtype}, input {shape} ({values}, seed {case.seed}), '
-           f'{" and ".join(affine) or "no weight or bias"}, eps {case.eps:g}'
-           + (f", {', '.join(offsets)}" if offsets else "")
-           + f". The host mirror launches <code>{escape(launch.kernel)}</code> with grid {list(launch.grid)}, "
-           f"block {list(launch.block)}, {launch.shared} bytes of dynamic shared memory; shown: block {block}. "
-           "Every number below comes from <code>reimpl.emulator</code>, run by the site build (nothing here is "
-           "pasted); each value is followed by its bits in hex. To print the same on your machine: "
-           f"<code>{escape(_cli(case, kinds))}</code></p>"]
+           f'data-directive="{escape(args.strip())}">', _caption(case, launch, block, args, opts, kinds)]
     if opts.get("tree", "1") not in ("0", "no"):
         focus = opts.get("focus", "auto")
         upto = steps
@@ -673,13 +876,32 @@ def trace_block(args: str, page: str = "") -> str:
             if cut is None:
                 raise ValueError(f"{page}: trace directive: stop={opts['stop']} is not among {present}")
             upto = steps[:cut]
-        svg = tree(upto, int(opts.get("root", 0)), None if focus == "none" else focus,
-                   f"Reduction tree of {launch.kernel}, block {block}, drawn from the trace of {case.id}")
-        if svg:
+        cs = calls(upto)
+        chosen = [call] if call is not None else list(range(1, len(cs) + 1))
+        if not cs:
+            out.append(f'<p class="trace-note">No reduction tree: none of these steps ({", ".join(present)}) is a '
+                       "shuffle or a shared-memory exchange, so no thread's values are merged with another "
+                       "thread's.</p>")
+        for k in chosen:
+            title = f"Reduction tree of {launch.kernel}, block {block}, drawn from the trace of {case.id}"
+            head = ""
+            if len(all_calls) > 1:   # say which call this is, and what it reduces
+                funcs = list(dict.fromkeys(KINDS[s.kind][1] for s in upto[cs[k - 1][0]:cs[k - 1][1] + 1]
+                                           if _merges(s.kind)))
+                title += f", reduction call {k} of {len(all_calls)}"
+                head = (f'<p class="trace-call"><strong>Reduction call {k} of {len(all_calls)}</strong> '
+                        f"({escape(', '.join(funcs))})")
+            svg = tree(upto, int(opts.get("root", 0)), None if focus == "none" else focus, title,
+                       call=k, leaves=opts.get("leaves"))
+            if head:
+                leaves = re.search(r"data-leaves='([^']*)'", svg).group(1)
+                out.append(head + f": its leaves are <code>{leaves}</code>.</p>")
             out.append(f'<div class="diagram-box trace-tree-box" data-search-exclude>{svg}</div>')
     if opts.get("tables", "1") not in ("0", "no"):
+        span = range(all_calls[call - 1][0], all_calls[call - 1][1] + 1) if call is not None else None
         for k in kinds:
-            pos = [i for i, s in enumerate(steps) if s.kind == k]
+            # with call=N, the tables of the reduction's own kinds hold that call's steps only
+            pos = [i for i, s in enumerate(steps) if s.kind == k and (span is None or not _merges(k) or i in span)]
             ks = [steps[i] for i in pos]
             spec = opts.get(f"threads.{k}", opts.get("threads"))
             threads = _threads(spec) if spec else _default_threads(k, ks)
@@ -706,3 +928,31 @@ def expand(markdown: str, page: str, root: str = "") -> str:
     if stray:
         raise ValueError(f"{page}: malformed directive {stray.group(0)!r}")
     return markdown
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m reimpl.docs_traces 'backward=1 op=layer_norm dtype=fp32 shape=2,402 kernel=...': print a
+    directive's steps (its kernel and block, its kinds; the threads its tables show) as text tables,
+    forward or backward."""
+    import sys
+    from .emulator import trace_view
+    args = " ".join(sys.argv[1:] if argv is None else argv)
+    if not args.strip():
+        print(main.__doc__)
+        return 2
+    opts = parse_directive(args)
+    ex = emulate(case_of(opts))
+    steps = _kernel_steps(ex, opts)
+    kinds = set(opts["kinds"].split(",")) if "kinds" in opts else None
+    launch = next(l for l in ex.launches if l.kernel.split("<")[0] == opts["kernel"])
+    print(ex.case.id)
+    for s in steps:
+        if kinds is None or s.kind in kinds:
+            spec = opts.get(f"threads.{s.kind}", opts.get("threads"))
+            threads = _threads(spec) if spec else _default_threads(s.kind, [t for t in steps if t.kind == s.kind])
+            print(trace_view.format_step(s, np.array(threads), launch.block[0]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

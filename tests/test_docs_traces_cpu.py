@@ -1,7 +1,9 @@
 """CPU: the kernel pages' traces are generated when the site is built (reimpl/docs_traces.py), not
 pasted. The Markdown holds only the directives; the built pages hold the tables and the tree SVGs;
 every number in a table equals a fresh emulation's, bit for bit and as printed; the tree's edges are
-the trace's own partner and slot fields; the guide's code is included from our files by line range."""
+the trace's own partner and slot fields; the guide's code is included from our files by line range.
+The backward kernels' directives (backward=1) run the backward emulator; compute_gI's two
+BlockReduceSum calls are two trees, each from its own leaves."""
 import re
 from html.parser import HTMLParser
 
@@ -9,10 +11,12 @@ import numpy as np
 import pytest
 
 from reimpl import docs_traces, emulator
-from reimpl.emulator import trace
+from reimpl.cases_backward import BackwardCase
+from reimpl.emulator import api, trace
 from tests.site_helpers import ROOT, built_site
 
-PAGES = {"upstream/layer_norm_kernel": 5, "upstream/block_reduce": 2}   # page -> trace directives on it
+PAGES = {"upstream/layer_norm_kernel": 9, "upstream/block_reduce": 4}   # page -> trace directives on it
+BACKWARD = {"upstream/layer_norm_kernel": 4, "upstream/block_reduce": 2}
 
 
 class _Boxes(HTMLParser):
@@ -26,7 +30,7 @@ class _Boxes(HTMLParser):
         a = dict(attrs)
         if tag == "div" and "trace-box" in (a.get("class") or "").split():
             self.boxes.append({"directive": a["data-directive"], "case": a["data-case"], "cells": [], "edges": [],
-                               "nodes": [], "svg": 0})
+                               "nodes": [], "svg": 0, "trees": [], "notes": []})
             self.depth = 1
             return
         if not self.depth:
@@ -42,11 +46,17 @@ class _Boxes(HTMLParser):
             self._text = ""
         elif tag == "svg":
             box["svg"] += 1
+            box["trees"].append({"call": int(a["data-call"]), "leaves": a["data-leaves"], "edges": [], "nodes": []})
         elif tag == "g" and "trt-edge" in (a.get("class") or ""):
             box["edges"].append((a["data-kind"], int(a["data-pos"]), int(a["data-from"]), int(a["data-to"]),
                                  a["data-edge"]))
+            box["trees"][-1]["edges"].append(box["edges"][-1])
         elif tag == "g" and "trt-node" in (a.get("class") or ""):
             box["nodes"].append((a["data-kind"], int(a["data-thread"])))
+            box["trees"][-1]["nodes"].append((a["data-kind"], int(a["data-thread"]), int(a["data-pos"]),
+                                              dict(kv.split(":") for kv in a["data-bits"].split(";"))))
+        elif tag == "p" and "trace-note" in (a.get("class") or ""):
+            box["notes"].append("note")
 
     def handle_data(self, data):
         if self._text is not None:
@@ -70,13 +80,36 @@ def _boxes(page: str) -> list[dict]:
     return p.boxes
 
 
+def _fresh_backward(case):
+    """(trace, outputs) of the case's backward made here: the case's grad_out, x, weight, bias; mean
+    and rstd from the emulated forward, untraced."""
+    dy, x, _, _, w, b = case.make_args("cpu")
+    stats = emulator.run_case(case, x, w, b)[1:]
+    mean, rstd = stats if case.op == "layer_norm" else (None, stats[0])
+    ns = case.normalized_shape
+    arr = {k: None if t is None else api.as_storage(t, case.dtype).reshape(case.shape if k in "dx" else ns)
+           for k, t in dict(d=dy, x=x, w=w, b=b).items()}
+    with trace.recording() as tr:
+        if case.op == "layer_norm":
+            outs = api.native_layer_norm_backward(arr["d"], arr["x"], ns, mean, rstd, arr["w"], arr["b"],
+                                                  case.output_mask, offsets=(case.dy_offset, case.x_offset,
+                                                                             case.w_offset, case.b_offset))
+        else:
+            outs = api.fused_rms_norm_backward(arr["d"], arr["x"], ns, rstd, arr["w"], case.output_mask,
+                                               offsets=(case.dy_offset, case.x_offset, case.w_offset))
+    return tr, outs
+
+
 def _fresh(directive: str):
     """The steps of the directive's kernel and block, from an emulation made here (not docs_traces')."""
     opts = docs_traces.parse_directive(directive)
     case = docs_traces.case_of(opts)
-    x, w, b = case.make_inputs("cpu")
-    with trace.recording() as tr:
-        emulator.run_case(case, x, w, b)
+    if isinstance(case, BackwardCase):
+        tr, _ = _fresh_backward(case)
+    else:
+        x, w, b = case.make_inputs("cpu")
+        with trace.recording() as tr:
+            emulator.run_case(case, x, w, b)
     block = int(opts.get("block", 0))
     return case, [s for s in tr.steps if s.kernel.split("<")[0] == opts["kernel"] and s.block == block]
 
@@ -90,7 +123,7 @@ def test_built_pages_show_trace_tables_and_trees():
     stats = next(b for b in lnk if "kinds=online,shfl_down" in b["directive"])
     assert stats["svg"] == 1 and stats["edges"] and {c[0] for c in stats["cells"]} == {
         "online", "shfl_down", "smem_write", "smem_combine", "stats"}
-    assert sum(b["svg"] for b in lnk) >= 3 and sum(b["svg"] for b in _boxes("upstream/block_reduce")) == 2
+    assert sum(b["svg"] for b in lnk) >= 6 and sum(b["svg"] for b in _boxes("upstream/block_reduce")) == 5
     html = (built_site() / "upstream/layer_norm_kernel/index.html").read_text()
     assert "computed when this page was built" in html and "python -m reimpl trace --op layer_norm" in html
 
@@ -120,7 +153,7 @@ def test_table_numbers_equal_a_fresh_emulation():
                 back = np.asarray(int(text) if np.issubdtype(v.dtype, np.integer) else float(text), v.dtype)
                 assert back == v or (np.isnan(back) and np.isnan(v)), (page, kind, pos, thread, name, text)
                 checked += 1
-    assert checked > 300
+    assert checked > 600
 
 
 def test_tree_edges_are_the_traces_partner_and_slot_fields():
@@ -136,10 +169,13 @@ def test_tree_edges_are_the_traces_partner_and_slot_fields():
                 if edge == "partner":
                     assert int(s.aux[dst]) == src, (box["directive"], kind, pos, dst)
                     partner += 1
-                elif edge in ("slot", "hop"):   # the step before wrote the slot this thread read, from `src`
-                    w = steps[pos - 1]
-                    assert docs_traces._aux(w.kind) == "slot" and w.index == s.index
-                    assert w.active[src] and int(w.aux[src]) == int(s.aux[dst]), (box["directive"], kind, pos, dst)
+                elif edge in ("slot", "hop"):
+                    # the slot this thread read was last written, before this read, by `src`
+                    slot = int(s.aux[dst])
+                    w = next(steps[j] for j in range(pos - 1, -1, -1) if docs_traces._aux(steps[j].kind) == "slot"
+                             and steps[j].kind != kind and (steps[j].active & (steps[j].aux == slot)).any())
+                    assert slot != trace.AUX_NONE and w.active[src] and int(w.aux[src]) == slot, \
+                        (box["directive"], kind, pos, dst)
                 else:
                     assert edge == "own" and src == dst
             assert partner >= 5
@@ -203,3 +239,144 @@ def test_guide_and_emulator_source_pages_are_built():
     page = (site / "source/reimpl/emulator/welford.py/index.html").read_text()
     assert 'id="WarpReduce"' in page and 'id="BlockReduce"' in page
     assert (site / "source/reimpl/cuda/trace.cuh/index.html").exists()
+
+
+# ---- backward ----------------------------------------------------------------------------------------------
+
+def _backward_boxes():
+    return [(page, b) for page in PAGES for b in _boxes(page) if "backward=1" in b["directive"]]
+
+
+def test_backward_directives_run_the_backward_emulator():
+    boxes = _backward_boxes()
+    assert len(boxes) == sum(BACKWARD.values())
+    for page, box in boxes:
+        opts = docs_traces.parse_directive(box["directive"])
+        case = docs_traces.case_of(opts)
+        assert isinstance(case, BackwardCase) and case.id == box["case"] and "-bwd-" in case.id
+        assert {c[0] for c in box["cells"]} <= set(trace.KINDS) and all(trace.KINDS[c[0]][0] >= 20 for c in box["cells"])
+    kernels = {docs_traces.parse_directive(b["directive"])["kernel"] for _, b in boxes}
+    assert kernels == {"layer_norm_grad_input_kernel", "layer_norm_grad_input_kernel_vectorized",
+                       "GammaBetaBackwardCUDAKernelTemplate"}
+    assert any("op=rms_norm" in b["directive"] for _, b in boxes)
+    html = (built_site() / "upstream/layer_norm_kernel/index.html").read_text()
+    assert "python -m reimpl.docs_traces" in html and "traces the forward only" in html
+    assert "layer_norm_grad_input_kernel&lt;float, float, false&gt;" in html or \
+        "layer_norm_grad_input_kernel<float, float, false>" in html
+
+
+def test_backward_outputs_are_the_backward():
+    """The glue feeds the backward the right inputs, mean and rstd: its grad_input is torch's (CPU)
+    to rounding for LayerNorm, and the textbook formula's for RMSNorm (torch has no CPU kernel)."""
+    for directive in ("backward=1 op=layer_norm dtype=fp32 shape=2,402 kernel=layer_norm_grad_input_kernel",
+                      "backward=1 op=rms_norm dtype=fp32 shape=3,64 weight=0 kernel=layer_norm_grad_input_kernel"):
+        case = docs_traces.case_of(docs_traces.parse_directive(directive))
+        ex = docs_traces.emulate(case)
+        _, fresh = _fresh_backward(case)
+        assert len(ex.outputs) == len(fresh)
+        for a, b in zip(ex.outputs, fresh):
+            assert (a is None) == (b is None) and (a is None or np.array_equal(a.view(np.uint32), b.view(np.uint32)))
+        args = case.make_args("cpu")
+        if case.op == "layer_norm":
+            ref = case.run_torch(*args)[0].numpy()
+        else:
+            x64, g = args[1].double().numpy(), args[0].double().numpy()
+            r = 1 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + case.eps)
+            xh = x64 * r
+            ref = r * (g - xh * (g * xh).mean(-1, keepdims=True))
+        np.testing.assert_allclose(ex.outputs[0], ref, rtol=1e-4, atol=1e-5)
+
+
+def test_grad_input_reduction_calls_are_drawn_separately():
+    """compute_gI's BlockReduceSum(stats_x1) and BlockReduceSum(stats_x2) are two trees: each one's
+    edges lie within its own call's steps, and each one's leaves are its own sums, not the other
+    call's result."""
+    directive = "backward=1 op=layer_norm dtype=fp32 shape=1,512 kernel=layer_norm_grad_input_kernel_vectorized"
+    _, steps = _fresh(directive)
+    cs = docs_traces.calls(steps)
+    assert len(cs) == 2 and cs[0][1] < cs[1][0]
+    sums = next(s for s in steps if s.kind == "gi_sums")
+    for k, (first, last) in enumerate(cs, 1):
+        assert steps[first].kind == "sum_shfl_down" and steps[last].kind == "sum_shfl_down"
+        svg = docs_traces.tree(steps, call=k, focus=0)
+        assert f"data-call='{k}'" in svg and f"data-leaves='gi_sums.stats_x{k}'" in svg
+        pos = {int(p) for p in re.findall(r"class='trt-edge' data-kind='\w+' data-index='\d+' data-pos='(\d+)'", svg)}
+        assert pos and min(pos) >= first and max(pos) <= last
+        leaves = re.findall(r"data-thread='(\d+)' data-kind='leaf' data-pos='-1' data-row='\d+' data-bits='val:(\w+)'", svg)
+        assert len(leaves) == 32
+        for t, bits in leaves:
+            assert bits == docs_traces.bits_hex(sums.values[f"stats_x{k}"][int(t)])
+        root = re.search(r"data-thread='0' data-kind='sum_shfl_down' data-pos='(\d+)' data-row='\d+' "
+                         r"data-bits='val:(\w+)'><title>[^<]*</title><circle class='trt-root'", svg)
+        assert int(root.group(1)) == last and root.group(2) == docs_traces.bits_hex(steps[last].values["val"][0])
+    with pytest.raises(ValueError, match="call=1"):
+        docs_traces.build_tree(steps)
+    # the page: two trees, one per call, with disjoint steps
+    box = next(b for b in _boxes("upstream/block_reduce") if "sum_smem_write,sum_smem_read" in b["directive"])
+    assert [t["call"] for t in box["trees"]] == [1, 2]
+    assert [t["leaves"] for t in box["trees"]] == ["gi_sums.stats_x1", "gi_sums.stats_x2"]
+    for t, (first, last) in zip(box["trees"], cs):
+        assert t["edges"] and all(first <= e[1] <= last for e in t["edges"])
+        assert {e[0] for e in t["edges"]} == {"sum_shfl_down", "sum_smem_read"}
+
+
+def test_reduction_calls_of_each_kernel():
+    """One call for the forward kernels, BlockReduce and GammaBeta (whose columns each start from a
+    shared-memory read); two for LayerNorm's grad input, one for RMSNorm's."""
+    expect = {"op=layer_norm dtype=fp32 shape=1,512 kernel=vectorized_layer_norm_kernel": 1,
+              "op=layer_norm dtype=fp32 shape=1,512 x_offset=1 kernel=RowwiseMomentsCUDAKernel": 1,
+              "backward=1 op=layer_norm dtype=fp32 shape=2,402 kernel=layer_norm_grad_input_kernel": 2,
+              "backward=1 op=rms_norm dtype=bf16 shape=2,512 kernel=layer_norm_grad_input_kernel_vectorized": 1,
+              "backward=1 op=layer_norm dtype=fp32 shape=64,32 kernel=GammaBetaBackwardCUDAKernelTemplate": 1,
+              "backward=1 op=rms_norm dtype=fp16 shape=3,40 kernel=GammaBetaBackwardCUDAKernelTemplate": 0}
+    for directive, n in expect.items():
+        _, steps = _fresh(directive)
+        assert len(docs_traces.calls(steps)) == n, directive
+
+
+def test_gamma_beta_tree_is_one_columns_sum():
+    """Tile <32, 8, 64>: column 0's tree has the 8 threads (0, y) as leaves (their gb_sums), each moved
+    unchanged through shared memory into lane y of warp 0 (a hop), then XOR rounds delta 4, 2, 1 into
+    lane 0, whose state is what gb_out writes."""
+    box = next(b for b in _boxes("upstream/layer_norm_kernel")
+               if "GammaBeta" in b["directive"] and "shape=64,32" in b["directive"])
+    _, steps = _fresh(box["directive"])
+    (t,) = box["trees"]
+    sums = next(s for s in steps if s.kind == "gb_sums")
+    leaves = {n[1]: n[3] for n in t["nodes"] if n[0] == "leaf"}
+    assert sorted(leaves) == [32 * y for y in range(8)] and t["leaves"] == "gb_sums"
+    for th, bits in leaves.items():
+        assert bits == {"dg": docs_traces.bits_hex(sums.values["dg_sum"][th]),
+                        "db": docs_traces.bits_hex(sums.values["db_sum"][th])}
+    hops = sorted((e[2], e[3]) for e in t["edges"] if e[4] == "hop")
+    assert hops == [(32 * y, y) for y in range(8)]
+    xor = sorted((steps[e[1]].index, e[2], e[3]) for e in t["edges"] if e[4] == "partner")
+    assert [(i, f) for i, f, to in xor if to == 0] == [(0, 4), (1, 2), (2, 1)]
+    out = next(s for s in steps if s.kind == "gb_out")
+    root = next(n for n in t["nodes"] if n[1] == 0 and n[0] == "gb_shfl_xor" and n[2] == max(e[1] for e in t["edges"]))
+    assert root[3] == {"dg": docs_traces.bits_hex(out.values["dg"][0]), "db": docs_traces.bits_hex(out.values["db"][0])}
+
+
+def test_tile_without_a_reduction_says_so():
+    box = next(b for b in _boxes("upstream/layer_norm_kernel") if "shape=3,40" in b["directive"])
+    assert box["svg"] == 0 and box["notes"] and {c[0] for c in box["cells"]} == {"gb_sums", "gb_out"}
+
+
+def test_rerun_command_prints_the_same_steps(capsys):
+    directive = ("backward=1 op=layer_norm dtype=fp32 shape=64,32 kernel=GammaBetaBackwardCUDAKernelTemplate "
+                 "kinds=gb_out threads.gb_out=0,32")
+    html = docs_traces.trace_block(directive)
+    cmd = re.search(r"<code>python -m reimpl.docs_traces (.*?)</code>", html).group(1)
+    assert "threads" not in cmd and "kinds=gb_out" in cmd
+    assert docs_traces.main([directive]) == 0
+    text = capsys.readouterr().out
+    for bits in set(re.findall(r'data-bits="(\w+)"', html)):
+        assert bits in text
+
+
+def test_backward_options_need_backward():
+    with pytest.raises(ValueError, match="backward=1"):
+        docs_traces.parse_directive("op=layer_norm dtype=fp32 shape=2,8 kernel=x mask=1,0,0")
+    with pytest.raises(ValueError, match="call=3"):
+        docs_traces.trace_block("backward=1 op=layer_norm dtype=fp32 shape=2,8 "
+                                "kernel=layer_norm_grad_input_kernel_vectorized call=3")
