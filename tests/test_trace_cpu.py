@@ -14,7 +14,7 @@ from reimpl import compile as compile_mod
 from reimpl import emulator
 from reimpl.cases import Case
 from reimpl.emulator import trace
-from reimpl.kernels import forward_instantiations
+from reimpl.kernels import all_instantiations, backward_instantiations
 
 ROOT = Path(__file__).resolve().parents[1]
 CUDA = ROOT / "reimpl" / "cuda"
@@ -41,14 +41,18 @@ def _normalise(cubin: bytes) -> bytes:
 
 def test_trace_switch_off_compiles_to_the_same_cubin(tmp_path, monkeypatch):
     """With REIMPL_TRACING undefined the trace points vanish: the cubin equals that of the source with
-    every trace line removed (byte for byte, up to the source hash in anonymous-namespace names)."""
-    kernels = forward_instantiations()
+    every trace line removed (byte for byte, up to the source hash in anonymous-namespace names), for
+    all 184 kernels, forward and backward (one build of each source)."""
+    kernels = all_instantiations()
+    assert len(kernels) == 184 and set(backward_instantiations()) <= set(kernels)
     stripped = tmp_path / "cuda"
     stripped.mkdir()
     for p in CUDA.iterdir():
         if p.suffix in (".cu", ".cuh", ".h"):
             (stripped / p.name).write_text(_strip_trace(p.read_text()))
-    assert "REIMPL_TRACE(" not in (stripped / "layer_norm_kernel.cu").read_text()
+    for name in ("layer_norm_kernel.cu", "block_reduce.cuh"):
+        text = (stripped / name).read_text()
+        assert "REIMPL_TRACE" not in text and "reimpl_trace::" not in text, name
     ours = compile_mod.build("sm_90", kernels, use_cache=False)
     monkeypatch.setattr(compile_mod, "CUDA_DIR", stripped)
     plain = compile_mod.build("sm_90", kernels, use_cache=False)
@@ -56,7 +60,7 @@ def test_trace_switch_off_compiles_to_the_same_cubin(tmp_path, monkeypatch):
 
 
 def test_traced_build_compiles_for_sm90_without_warnings():
-    prog = compile_mod.build("sm_90", forward_instantiations(), extra_options=("-DREIMPL_TRACING",))
+    prog = compile_mod.build("sm_90", all_instantiations(), extra_options=("-DREIMPL_TRACING",))
     assert prog.log == ""
     for sym in (b"reimpl_trace_buf", b"reimpl_trace_capacity", b"reimpl_trace_count"):
         assert sym in prog.cubin

@@ -25,6 +25,8 @@ __inline__ __device__ T WarpReduceSum(T val) {
 #pragma unroll
   for (int offset = (C10_WARP_SIZE >> 1); offset > 0; offset >>= 1) {
     val += WARP_SHFL_DOWN(val, offset);
+    REIMPL_TRACE(sum_shfl_down, reimpl_trace::round_of(C10_WARP_SIZE >> 1, offset),
+                 WARP_SHFL_DOWN(reimpl_trace::thread(), offset), val);
   }
   return val;
 }
@@ -70,9 +72,11 @@ __inline__ __device__ T BlockReduceSum(T val, T* shared) {
   __syncthreads(); // a previous BlockReduceSum may still be reading `shared`
   if (lid == 0) {
     shared[wid] = val;
+    REIMPL_TRACE(sum_smem_write, 0, wid, val);
   }
   __syncthreads();
   val = (tid < B::Warps()) ? shared[lid] : T(0);
+  REIMPL_TRACE(sum_smem_read, 0, tid < B::Warps() ? lid : -1, val);
   if (wid == 0) {
     val = WarpReduceSum(val);
   }

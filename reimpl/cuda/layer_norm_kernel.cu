@@ -473,6 +473,7 @@ __device__ __inline__ void compute_gI(
       stats_x2 += c_loss * gamma_val * (c_h) * rstd_val;
     }
   }
+  REIMPL_TRACE(gi_sums, 0, -1, stats_x1, stats_x2);
   if constexpr (!rms_norm) {
     stats_x1 = cuda_utils::BlockReduceSum(stats_x1, buf);
   }
@@ -489,6 +490,7 @@ __device__ __inline__ void compute_gI(
     stats_x1 = buf[0];
   }
   stats_x2 = buf[1];
+  REIMPL_TRACE(gi_stats, 0, -1, stats_x1, stats_x2);
   T_ACC fH = N;
   T_ACC term1 = (T_ACC(1) / fH) * rstd_val;
 
@@ -508,6 +510,7 @@ __device__ __inline__ void compute_gI(
 
     f_grad_input *= term1;
     dX_i[l] = f_grad_input;
+    REIMPL_TRACE(gi_dx, (l - threadIdx.x) / blockDim.x, l, static_cast<T_ACC>(dX_i[l]));
   }
 }
 // --8<-- [end:compute_gI]
@@ -609,6 +612,7 @@ __global__ void layer_norm_grad_input_kernel_vectorized(
       stats_x2 += c_loss * gamma_val * (c_h) * rstd_val;
     }
   }
+  REIMPL_TRACE(gi_sums, 0, -1, stats_x1, stats_x2);
 
   if constexpr (!rms_norm) {
     stats_x1 = cuda_utils::BlockReduceSum(stats_x1, reduce_buf);
@@ -625,6 +629,7 @@ __global__ void layer_norm_grad_input_kernel_vectorized(
     stats_x1 = reduce_buf[0];
   }
   stats_x2 = reduce_buf[1];
+  REIMPL_TRACE(gi_stats, 0, -1, stats_x1, stats_x2);
 
   T_ACC fH = N;
   T_ACC term1 = (T_ACC(1) / fH) * rstd_val;
@@ -653,6 +658,8 @@ __global__ void layer_norm_grad_input_kernel_vectorized(
       }
       f_grad_input *= term1;
       dX_i_vec_reg.val[k] = f_grad_input;
+      REIMPL_TRACE(gi_dx, (vec_idx - threadIdx.x) / blockDim.x * vec_size + k, l + k,
+                   static_cast<T_ACC>(dX_i_vec_reg.val[k]));
     }
 
     dX_i_vec[vec_idx] = dX_i_vec_reg;
@@ -787,6 +794,8 @@ __device__ __forceinline__ void blockReduceGammaBetaBackwardsWithChecks(
       blockReduceGammaBetaBackwardsHelper<T, T_ACC, block_dim_x, block_dim_y, rows_per_block_y, check_x, true, rms_norm>(
           M_start, M, N, dY, X, mean, rstd, dg, db, dg_sum, db_sum);
     }
+    REIMPL_TRACE(gb_sums, (M_start - blockIdx.y * rows_per_block_y) / (rows_per_block_y * gridDim.y),
+                 blockIdx.x * block_dim_x + threadIdx.x, dg_sum, db_sum);
   }
 }
 // --8<-- [end:blockReduceGammaBetaBackwardsWithChecks]
@@ -853,6 +862,8 @@ GammaBetaBackwardCUDAKernelTemplate(
       if (db && !rms_norm) {
         db[thread_y * N + thread_x] = db_sum;
       }
+      REIMPL_TRACE(gb_out, 0, thread_y * N + thread_x, static_cast<T_ACC>(static_cast<T>(dg_sum)),
+                   static_cast<T_ACC>(static_cast<T>(db_sum)));
     }
   } else {
     static_assert(rows_per_thread_y <= C10_WARP_SIZE);
@@ -866,6 +877,7 @@ GammaBetaBackwardCUDAKernelTemplate(
     s_db = s_data_typed + (padded_bx * block_dim_y);
     s_dg[threadIdx.y * padded_bx + threadIdx.x] = dg_sum;
     s_db[threadIdx.y * padded_bx + threadIdx.x] = db_sum;
+    REIMPL_TRACE(gb_smem_write, 0, threadIdx.y * padded_bx + threadIdx.x, dg_sum, db_sum);
     __syncthreads();
 
     // each warp reduces columns warp_id, warp_id + warps, ...: one column per warp at a time
@@ -881,11 +893,24 @@ GammaBetaBackwardCUDAKernelTemplate(
       if (lane_id < block_dim_y) {
         reg_dg = s_dg[lane_id * padded_bx + i];
         reg_db = s_db[lane_id * padded_bx + i];
+        REIMPL_TRACE(gb_smem_read, (i - warp_id) / warps_available_to_reduce, lane_id * padded_bx + i,
+                     reg_dg, reg_db);
       }
 #pragma unroll
       for (unsigned delta = block_dim_y >> 1; delta >= 1; delta >>= 1) {
         reg_dg += WARP_SHFL_XOR(reg_dg, delta, kWarpSize);
         reg_db += WARP_SHFL_XOR(reg_db, delta, kWarpSize);
+#ifdef REIMPL_TRACING
+        {
+          // every lane shuffles (full mask); only lanes < block_dim_y hold defined sums, and only
+          // they are recorded, as in the emulator
+          const int partner = WARP_SHFL_XOR(reimpl_trace::thread(), delta, kWarpSize);
+          if (lane_id < block_dim_y) {
+            REIMPL_TRACE(gb_shfl_xor, (i - warp_id) / warps_available_to_reduce * 8 +
+                         reimpl_trace::round_of(block_dim_y >> 1, delta), partner, reg_dg, reg_db);
+          }
+        }
+#endif
       }
       int64_t out_index = ((int64_t)blockIdx.x) * block_dim_x + i;
       if (threadIdx.x == 0 && (aligned_grid || out_index < N)) {
@@ -895,6 +920,8 @@ GammaBetaBackwardCUDAKernelTemplate(
         if (db && !rms_norm) {
           db[out_index] = reg_db;
         }
+        REIMPL_TRACE(gb_out, (i - warp_id) / warps_available_to_reduce, out_index,
+                     static_cast<T_ACC>(static_cast<T>(reg_dg)), static_cast<T_ACC>(static_cast<T>(reg_db)));
       }
     }
   }

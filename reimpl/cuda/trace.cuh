@@ -2,7 +2,7 @@
 // Not upstream: with REIMPL_TRACING undefined (every normal build) REIMPL_TRACE(...) expands to
 // nothing, its arguments are never evaluated, and the kernels compile exactly as without it.
 // Built with -DREIMPL_TRACING, each thread appends one record per step to a device buffer:
-//   block, step code << 16 | index, thread (x + y * blockDim.x), aux, 4 values as raw bits
+//   block (x + y * gridDim.x), step code << 16 | index, thread (x + y * blockDim.x), aux, 4 values as raw bits
 // Records of one thread land in program order (its atomicAdds return increasing slots).
 #pragma once
 
@@ -63,7 +63,8 @@ __device__ void step(int code, int index, long long aux, A v0, B v1 = 0, C v2 = 
     return;  // the host sees count > capacity and retries with a larger buffer
   }
   unsigned long long* r = reimpl_trace_buf + slot * kWords;
-  r[0] = blockIdx.x;
+  // linear block index, as the emulator numbers blocks (GammaBeta's partial path has gridDim.y > 1)
+  r[0] = blockIdx.x + static_cast<unsigned long long>(blockIdx.y) * gridDim.x;
   r[1] = (static_cast<unsigned long long>(code) << 16) | static_cast<unsigned long long>(index);
   r[2] = thread();
   r[3] = static_cast<unsigned long long>(aux);

@@ -250,3 +250,29 @@ def fused_rms_norm_backward(grad_out, x, normalized_shape, rstd, weight=None, ou
     o_dy, o_x, o_w = offsets
     return _run_backward("rms_norm", grad_out, x, tuple(normalized_shape), None, rstd, weight, None,
                          tuple(bool(m) for m in output_mask), (o_dy, o_x, o_w, 0), bf16)
+
+
+def run_backward_case(case, dy, x, mean, rstd, w, b):
+    """Emulate a reimpl.cases_backward.BackwardCase on its arguments (case.make_args's order; CPU
+    tensors or storage-dtype arrays; mean and rstd in the accumulate type): the outputs in
+    case.output_names order, None where the output mask leaves one out."""
+    dy = as_storage(dy, case.dtype).reshape(case.shape)
+    x = as_storage(x, case.dtype).reshape(case.shape)
+    ns = case.normalized_shape
+    w = None if w is None else as_storage(w, case.dtype).reshape(ns)
+    b = None if b is None else as_storage(b, case.dtype).reshape(ns)
+
+    acc = np.float64 if case.dtype == "fp64" else np.float32
+
+    def stat(a):  # the accumulate type (torch's CPU forward returns Half/BFloat16 statistics)
+        if a is None:
+            return None
+        if hasattr(a, "numpy"):
+            a = a.detach().cpu().float().numpy() if acc is np.float32 else a.detach().cpu().double().numpy()
+        return np.ascontiguousarray(a, acc)
+    mean, rstd = stat(mean), stat(rstd)
+    if case.op == "layer_norm":
+        return native_layer_norm_backward(dy, x, ns, mean, rstd, w, b, case.output_mask,
+                                          offsets=(case.dy_offset, case.x_offset, case.w_offset, case.b_offset))
+    return fused_rms_norm_backward(dy, x, ns, rstd, w, case.output_mask,
+                                   offsets=(case.dy_offset, case.x_offset, case.w_offset))
