@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import sys
 
@@ -105,21 +106,30 @@ def _cmd_record(args) -> int:
 def _cmd_trace(args) -> int:
     """Emulate a small case on the CPU and print its step trace (reimpl/emulator/trace.py)."""
     from . import emulator
+    from .cases import Case
     from .emulator import trace, trace_view
     if args.list_functions:
         print("\n".join(trace_view.device_functions()))
         return 0
-    args.backward = False
-    case = _case_from_args(args)
-    case = type(case)(**{**case.as_dict(), "shape": case.shape, "values": args.values, "seed": args.seed,
-                         "eps": args.eps})
-    x, w, b = case.make_inputs("cpu")
+    case = dataclasses.replace(_case_from_args(args), values=args.values, seed=args.seed, eps=args.eps)
+    if args.backward:
+        case = dataclasses.replace(case, dy_values=args.dy_values)
+    fwd = Case(**{f.name: getattr(case, f.name) for f in dataclasses.fields(Case)})
+    x, w, b = fwd.make_inputs("cpu")
     stop = contextlib.nullcontext()
     if args.break_at:
         name, _, nth = args.break_at.partition(":")
         stop = trace_view.break_in(name, int(nth or 1))
-    with trace.recording(meta={"case": case.as_dict()}) as tr, stop:
-        emulator.run_case(case, x, w, b)
+    if args.backward:
+        # grad_out from the case; mean and rstd from the emulated forward, so every step is the GPU's
+        dy = case.make_args("cpu")[0]
+        stats = emulator.run_case(fwd, x, w, b)
+        mean, rstd = (stats[1], stats[2]) if case.op == "layer_norm" else (None, stats[1])
+        with trace.recording(meta={"case": case.as_dict()}) as tr, stop:
+            emulator.run_backward_case(case, dy, x, mean, rstd, w, b)
+    else:
+        with trace.recording(meta={"case": case.as_dict()}) as tr, stop:
+            emulator.run_case(case, x, w, b)
     if args.out:
         with open(args.out, "w") as f:
             f.write(tr.to_json())
@@ -188,6 +198,11 @@ def main(argv=None) -> int:
                    help="stop in pdb at the Nth call of this emulated device function (e.g. cuWelfordCombine:6)")
     t.add_argument("--list-functions", action="store_true", help="list the names --break accepts")
     t.add_argument("--out", help="also write the whole trace (every block and thread) as JSON")
+    t.add_argument("--backward", action="store_true", help="trace the backward kernels (mean and rstd from "
+                   "the emulated forward)")
+    t.add_argument("--mask", default="1,1,1", help="backward output_mask, e.g. 1,0,1")
+    t.add_argument("--dy-offset", type=int, default=0)
+    t.add_argument("--dy-values", default="normal", help="value kind of grad_out (backward)")
     t.set_defaults(fn=_cmd_trace)
     f = sub.add_parser("fetch-upstream", help="download the pinned upstream files into .cache/upstream and verify "
                        "their sha256 (and the installed wheel's headers when it is torch 2.11.0)")

@@ -27,8 +27,8 @@ Directives, each alone on its line (expanded by on_page_markdown before reimpl.d
         the emulator with the trace on (`emulate_backward`: mean and rstd from the emulated forward,
         which is not recorded). The kernels: layer_norm_grad_input_kernel, ..._vectorized,
         GammaBetaBackwardCUDAKernelTemplate (blocks numbered blockIdx.x + blockIdx.y * gridDim.x). The
-        CLI's `python -m reimpl trace` runs the forward only, so the caption's command for a backward
-        trace is `python -m reimpl.docs_traces '<directive>'` (`main`), which prints the same steps.
+        caption's command is `python -m reimpl trace ... [--backward --mask ...]`, which prints the same
+        steps; `python -m reimpl.docs_traces '<directive>'` (`main`) does too, from the directive itself.
         Rows and tree edges carry data-* attributes (kind, index, position in the kernel's steps,
         threads, bits) that tests/test_docs_traces_cpu.py reads back. The tables and the tree are kept
         out of the search index (data-search-exclude). A directive line is expanded wherever it
@@ -773,9 +773,17 @@ def tree(steps, root: int = 0, focus: int | str | None = "auto", title: str = ""
 
 # ---- the directive -------------------------------------------------------------------------------------------
 
-def _cli(case, kinds: list[str]) -> str:
+def _cli(case, kinds: list[str], block: int = 0) -> str:
     parts = ["python -m reimpl trace", f"--op {case.op}", f"--dtype {case.dtype}",
              "--shape " + ",".join(map(str, case.shape))]
+    if hasattr(case, "mask"):  # a BackwardCase
+        parts.append("--backward --mask " + ",".join("1" if m else "0" for m in case.mask))
+        if case.dy_offset:
+            parts.append(f"--dy-offset {case.dy_offset}")
+        if case.dy_values != "normal":
+            parts.append(f"--dy-values {case.dy_values}")
+    if block:
+        parts.append(f"--block {block}")
     if case.norm_ndim != 1:
         parts.append(f"--norm-ndim {case.norm_ndim}")
     if not case.weight:
@@ -792,13 +800,6 @@ def _cli(case, kinds: list[str]) -> str:
     if case.eps != 1e-5:
         parts.append(f"--eps {case.eps}")
     return " ".join(parts) + f" --kind {','.join(kinds)}"
-
-
-def _rerun(args: str, opts: dict) -> str:
-    """The command that prints this directive's steps: `python -m reimpl.docs_traces` (this module's
-    `main`) with the case, kernel, block and kinds, for the backward, which the CLI's trace does not run."""
-    keep = [f"{k}={v}" for k, v in opts.items() if k in _CASE_KEYS | _BACKWARD_KEYS | {"kernel", "block", "kinds"}]
-    return "python -m reimpl.docs_traces " + shlex.quote(" ".join(keep))
 
 
 def _kernel_steps(ex: Example, opts: dict, page: str = ""):
@@ -839,11 +840,7 @@ def _caption(case, launch, block: int, args: str, opts: dict, kinds: list[str]) 
                if launch.block[1] > 1 or launch.grid[1] > 1 else "")
             + ". Every number below comes from <code>reimpl.emulator</code>, run by the site build (nothing here "
             "is pasted); each value is followed by its bits in hex. To print the same on your machine: ")
-    if backward:
-        text += (f"<code>{escape(_rerun(args, opts))}</code> (<code>python -m reimpl trace</code> traces the "
-                 "forward only)</p>")
-    else:
-        text += f"<code>{escape(_cli(case, kinds))}</code></p>"
+    text += f"<code>{escape(_cli(case, kinds, block))}</code></p>"
     return text
 
 

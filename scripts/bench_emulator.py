@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from reimpl import emulator  # noqa: E402
 from reimpl.cases import Case  # noqa: E402
+from reimpl.cases_backward import BackwardCase  # noqa: E402
 from reimpl.emulator import trace  # noqa: E402
 
 CASES = [
@@ -35,17 +36,32 @@ CASES = [
 ]
 
 
+BACKWARD = [
+    ("backward LN fp32 1x4096 (vectorized grad input, GammaBeta <32,1,8>)", BackwardCase("layer_norm", "fp32", (1, 4096))),
+    ("backward LN bf16 64x1024 (GammaBeta <32,8,64>)", BackwardCase("layer_norm", "bf16", (64, 1024))),
+]
+
+
+def _runner(case):
+    if not isinstance(case, BackwardCase):
+        x, w, b = case.make_inputs("cpu")
+        return lambda: emulator.run_case(case, x, w, b)
+    dy, x, _, _, w, b = case.make_args("cpu")
+    stats = emulator.run_case(Case(case.op, case.dtype, case.shape), x, w, b)
+    return lambda: emulator.run_backward_case(case, dy, x, stats[1], stats[2], w, b)
+
+
 def _time(case: Case, traced: bool, runs: int = 7) -> float:
-    x, w, b = case.make_inputs("cpu")
-    emulator.run_case(case, x, w, b)  # warm-up
+    run = _runner(case)
+    run()  # warm-up
     times = []
     for _ in range(runs):
         t = time.perf_counter()
         if traced:
             with trace.recording():
-                emulator.run_case(case, x, w, b)
+                run()
         else:
-            emulator.run_case(case, x, w, b)
+            run()
         times.append(time.perf_counter() - t)
     return statistics.median(times)
 
@@ -59,6 +75,8 @@ def main(out: str | None) -> None:
              "| case | median of 7 (s) |", "|---|---|"]
     for name, case, traced in CASES:
         lines.append(f"| {name} | {_time(case, traced):.4f} |")
+    for name, case in BACKWARD:
+        lines.append(f"| {name} | {_time(case, False):.4f} |")
     t = time.perf_counter()
     tests = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_emulator_golden*_cpu.py"))
     res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],

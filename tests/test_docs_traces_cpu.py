@@ -260,7 +260,7 @@ def test_backward_directives_run_the_backward_emulator():
                        "GammaBetaBackwardCUDAKernelTemplate"}
     assert any("op=rms_norm" in b["directive"] for _, b in boxes)
     html = (built_site() / "upstream/layer_norm_kernel/index.html").read_text()
-    assert "python -m reimpl.docs_traces" in html and "traces the forward only" in html
+    assert "python -m reimpl trace --op layer_norm --dtype fp32" in html and "--backward --mask" in html
     assert "layer_norm_grad_input_kernel&lt;float, float, false&gt;" in html or \
         "layer_norm_grad_input_kernel<float, float, false>" in html
 
@@ -363,15 +363,24 @@ def test_tile_without_a_reduction_says_so():
 
 
 def test_rerun_command_prints_the_same_steps(capsys):
+    """The caption's CLI command (here a backward one) prints every value the box shows; so does
+    `python -m reimpl.docs_traces '<directive>'`."""
+    import html as html_mod
+    import shlex
+    from reimpl.cli import main as cli_main
     directive = ("backward=1 op=layer_norm dtype=fp32 shape=64,32 kernel=GammaBetaBackwardCUDAKernelTemplate "
                  "kinds=gb_out threads.gb_out=0,32")
     html = docs_traces.trace_block(directive)
-    cmd = re.search(r"<code>python -m reimpl.docs_traces (.*?)</code>", html).group(1)
-    assert "threads" not in cmd and "kinds=gb_out" in cmd
+    cmd = html_mod.unescape(re.search(r"<code>(python -m reimpl trace .*?)</code>", html).group(1))
+    assert "--backward --mask 1,1,1" in cmd and "--kind gb_out" in cmd
+    bits = set(re.findall(r'data-bits="(\w+)"', html))
+    assert bits
+    assert cli_main(shlex.split(cmd)[3:] + ["--warp", "all"]) == 0
+    text = capsys.readouterr().out
+    assert all(b in text for b in bits)
     assert docs_traces.main([directive]) == 0
     text = capsys.readouterr().out
-    for bits in set(re.findall(r'data-bits="(\w+)"', html)):
-        assert bits in text
+    assert all(b in text for b in bits)
 
 
 def test_backward_options_need_backward():

@@ -147,6 +147,15 @@ def test_cli_stops_in_pdb_inside_the_named_device_function():
     assert "cuWelfordCombine()" in res.stdout and "('ARGS', 4.0, 4.0)" in res.stdout
 
 
+def test_cli_traces_the_backward():
+    """GammaBeta <32,8,64> at M = 64: the XOR rounds pair lane l with l ^ 4, l ^ 2, l ^ 1."""
+    res = _cli("--backward", "--shape", "64,32", "--kind", "gb_shfl_xor", "--thread", "5")
+    assert res.returncode == 0, res.stderr
+    assert "GammaBetaBackwardCUDAKernelTemplate<float, float, 32u, 8u, 64u" in res.stdout
+    partners = [int(line.split()[3]) for line in res.stdout.splitlines() if line.strip().startswith("5 ")]
+    assert partners[:3] == [5 ^ 4, 5 ^ 2, 5 ^ 1]
+
+
 def test_cli_rejects_an_unknown_function():
     res = _cli("--break", "noSuchFunction")
     assert res.returncode != 0 and "no emulated device function 'noSuchFunction'" in res.stderr

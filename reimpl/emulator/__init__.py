@@ -23,7 +23,7 @@ Modules:
   trace, trace_view    step traces; tables, JSON and a pdb stop (`python -m reimpl trace`)
 """
 from .api import (fused_rms_norm, fused_rms_norm_backward, native_layer_norm, native_layer_norm_backward,
-                  run_case)
+                  run_backward_case, run_case)
 
 __all__ = ["native_layer_norm", "fused_rms_norm", "native_layer_norm_backward", "fused_rms_norm_backward",
-           "run_case"]
+           "run_case", "run_backward_case"]

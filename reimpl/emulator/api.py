@@ -54,7 +54,7 @@ def _replay(calls, arrays: dict, T_by_name) -> None:
     for kernel, launch, args in calls:
         name = kernel.template.name
         T: ElementType = T_by_name(str(kernel.targs[0]))
-        trace.set_kernel(str(kernel))
+        trace.set_kernel(str(kernel), launch.block)
         rms_norm = bool(kernel.targs[2])
         ptr = lambda p: None if p == 0 else arrays[p]  # noqa: E731
         if name == "vectorized_layer_norm_kernel":

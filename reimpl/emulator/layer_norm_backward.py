@@ -468,7 +468,7 @@ def GammaBetaBackwardCUDAKernelTemplate(blk: Blocks, T: ElementType, block_dim_x
                 reg_db = reg_db + WARP_SHFL_XOR(reg_db, delta, kWarpSize)        # FADD
                 if trace.active():
                     tid = np.arange(n) % blk.nthreads
-                    blk.emit("gb_shfl_xor", it * 8 + rnd, f"column {it}, delta = {delta}", reads & going,
+                    blk.emit("gb_shfl_xor", it * 8 + rnd, f"column warp_id + {it} * {warps_available_to_reduce}, delta = {delta}", reads & going,
                              WARP_SHFL_XOR(tid, delta, kWarpSize), dg=reg_dg, db=reg_db)
                 delta >>= 1
                 rnd += 1
@@ -478,7 +478,7 @@ def GammaBetaBackwardCUDAKernelTemplate(blk: Blocks, T: ElementType, block_dim_x
                 dg[out_index[w]] = T.store(reg_dg[w])
             if db is not None and not rms_norm:
                 db[out_index[w]] = T.store(reg_db[w])
-            blk.emit("gb_out", it, f"lane 0 of each warp writes column {it}", w,
+            blk.emit("gb_out", it, f"lane 0 of each warp writes column warp_id + {it} * {warps_available_to_reduce}", w,
                      np.where(w, out_index, trace.AUX_NONE), dg=_stored(T, reg_dg), db=_stored(T, reg_db))
             it += 1
 

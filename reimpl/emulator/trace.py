@@ -1,13 +1,13 @@
 """Step traces: what every thread of a block holds after each step of a kernel.
 
 The emulated device functions call `emit(...)` at the points where reimpl/cuda/ has a
-`REIMPL_TRACE_STEP(...)` (reimpl/cuda/trace.cuh). With no trace being recorded, `emit` returns at
+`REIMPL_TRACE(...)` (reimpl/cuda/trace.cuh). With no trace being recorded, `emit` returns at
 once. Inside `recording()`, each call appends a `Step`: the kernel and block it belongs to, the
 device function, a step kind with its index (loop iteration, shuffle round, shared-memory round),
 and per thread whether it took part, its partner (the lane a shuffle read, the shared slot it
 wrote or read) or the element it touched, and its values.
 
-The same steps come from the GPU when the CUDA mirror is compiled with -DREIMPL_TRACE: each thread
+The same steps come from the GPU when the CUDA mirror is compiled with -DREIMPL_TRACING: each thread
 appends a record (block, step code, thread, aux, up to 4 values as raw bits) to a device buffer.
 `Trace.records()` turns an emulator trace into exactly those records, so the two compare bit for bit
 (reimpl/gpu_trace.py, tests/test_trace_gpu.py).
@@ -157,9 +157,12 @@ def active() -> bool:
     return _current is not None
 
 
-def set_kernel(name: str) -> None:
+def set_kernel(name: str, block_dim: tuple[int, int, int] | None = None) -> None:
+    """The kernel the next steps belong to; its blockDim goes to meta["blockDim"] (for (x, y) labels)."""
     if _current is not None:
         _current._kernel = name
+        if block_dim is not None:
+            _current.meta.setdefault("blockDim", {})[name] = list(block_dim)
 
 
 def set_block(block: int) -> None:

@@ -71,10 +71,12 @@ def threads_of(nthreads: int, warp: int | None = None, thread: int | None = None
 
 def format_trace(tr: T.Trace, block: int = 0, warp: int | None = None, thread: int | None = None,
                  kinds=None, kernel: str | None = None, block_x: dict | None = None) -> str:
-    """`block_x`: kernel name -> blockDim.x, to print (x, y) (default 32, what these kernels use in y > 1)."""
+    """(x, y) labels use each kernel's blockDim.x from the trace's meta (or `block_x`: name -> blockDim.x)."""
+    dims = {k: v[0] for k, v in tr.meta.get("blockDim", {}).items()}
+    dims.update(block_x or {})
     out = []
     for s in select(tr, block, kinds, kernel):
-        bx = (block_x or {}).get(s.kernel, 32)
+        bx = dims.get(s.kernel, 32)
         out.append(format_step(s, threads_of(len(s.active), warp, thread), bx))
     return "\n".join(out)
 
