@@ -103,6 +103,11 @@ def parity() -> str:
         out.append(f"From `results/{name}`" + (f": {d['what']}" if "what" in d else "") + "\n\n" + _stamp(d))
         if "parity_groups" in d:
             out.append("\n" + _groups_table(d["parity_groups"], d.get("totals")))
+        if "step_trace" in d:
+            t = d["step_trace"]
+            out.append(f"\nStep traces (`tests/test_trace_gpu.py`, see [Stepping through the kernels]"
+                       f"(guide/stepping.md)): {t['cases']:,} cases, {t['records_compared']:,} GPU trace records "
+                       f"compared with the emulator's, {t['mismatched_cases']:,} cases differing.\n")
         if "confirmed_by" in d:
             c = d["confirmed_by"]
             out.append(f"\nConfirmed by a rerun on {c.get('date', '?')}: {c.get('pytest', '')}"

@@ -19,10 +19,15 @@ def main(out_dir: str, what: str) -> None:
     tail = (out / "pytest.log").read_text().strip().splitlines()[-1]
     pytest_line = re.sub(r"^=+ | =+$", "", tail)
     for part, pick in (("forward", lambda g: not g.startswith("bwd_")), ("backward", lambda g: g.startswith("bwd_"))):
-        groups = {g: r for g, r in summary["groups"].items() if pick(g)}
+        groups = {g: r for g, r in summary["groups"].items() if pick(g) and not g.endswith("trace_steps")}
+        # step traces count records (GPU trace vs emulator trace), not output elements: kept apart
+        traces = {g: r for g, r in summary["groups"].items() if pick(g) and g.endswith("trace_steps")}
         totals = {k: sum(r[k] for r in groups.values()) for k in KEYS}
         doc = {"what": what, **env, "pytest": pytest_line, "pytest_exitstatus": summary["exitstatus"],
                "parity_groups": groups, "totals": totals}
+        for g, r in traces.items():
+            doc["step_trace"] = {"cases": r["cases"], "mismatched_cases": r["mismatched_cases"],
+                                 "records_compared": r["elements_compared"]}
         (RESULTS / f"gpu_suite_{part}.json").write_text(json.dumps(doc, indent=1) + "\n")
         print(part, totals)
 
