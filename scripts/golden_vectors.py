@@ -1,6 +1,6 @@
 """Record torch's forward LayerNorm/RMSNorm bits on a CUDA machine, for the CPU emulator's tests.
 
-Usage (torch 2.11 with CUDA): python scripts/golden_vectors.py results/emulator_golden_forward.npz
+Usage (torch 2.11 with CUDA): python scripts/golden_vectors.py tests/golden/emulator_golden_forward.npz
 
 Inputs are stored, not regenerated: torch's CPU and CUDA generators give different values for the
 same seed, so a CPU test could not rebuild them from a `Case`. Everything is stored as raw bits.

@@ -1,6 +1,6 @@
 """Record torch's LayerNorm/RMSNorm backward bits on a CUDA machine, for the CPU emulator's tests.
 
-Usage (torch 2.11 with CUDA): python scripts/golden_vectors_backward.py results/emulator_golden_backward.npz
+Usage (torch 2.11 with CUDA): python scripts/golden_vectors_backward.py tests/golden/emulator_golden_backward.npz
 
 Three groups, in one compressed npz with a `meta` entry (JSON: reimpl.record.stamp(), the groups):
 

@@ -1,6 +1,6 @@
 """The forward emulator against torch's own bits, recorded on the H100 by scripts/golden_vectors.py.
 
-Needs committed files made on a GPU: results/emulator_golden_forward.npz (torch's outputs),
+Needs committed files made on a GPU: tests/golden/emulator_golden_forward.npz (torch's outputs),
 reimpl/emulator/rsqrt_table.npz (the GPU's rsqrtf) and reimpl/emulator/rsqrt64_table.npz (its
 MUFU.RSQ64H, for the double rsqrt); each test skips, naming the file and its generator, only while
 a file is absent. Every output must match bit for bit (NaN by position), fp64 included.
@@ -17,7 +17,7 @@ from reimpl.cases import Case
 from reimpl.emulator import rsqrt
 
 ROOT = Path(__file__).resolve().parents[1]
-GOLDEN = Path(os.environ.get("REIMPL_EMULATOR_GOLDEN", ROOT / "results" / "emulator_golden_forward.npz"))
+GOLDEN = Path(os.environ.get("REIMPL_EMULATOR_GOLDEN", ROOT / "tests" / "golden" / "emulator_golden_forward.npz"))
 STORAGE = {"fp32": np.float32, "fp64": np.float64, "fp16": np.float16, "bf16": np.uint16}
 
 needs_golden = pytest.mark.skipif(

@@ -236,7 +236,7 @@ def native_layer_norm_backward(grad_out, x, normalized_shape, mean, rstd, weight
 
     Every path is emulated, the partial GammaBeta path (M > 65536, N < 2112) included: its final
     `dgamma_blocks.sum(0)` is torch's reduction kernel, whose order layer_norm_backward.torch_sum0
-    reproduces (established bit for bit on the H100, results/emulator_golden_backward.npz). That path
+    reproduces (established bit for bit on the H100, tests/golden/emulator_golden_backward.npz). That path
     with a normalized_shape of more than one dim raises NotImplementedError: torch 2.11's kernel
     writes past its buffer there. Bad input raises torch's exception and message (the host mirror's)."""
     return _run_backward("layer_norm", grad_out, x, tuple(normalized_shape), mean, rstd, weight, bias,
