@@ -97,3 +97,15 @@ def build(arch: str, kernels: list[Kernel] | None = None, extra_options: tuple[s
         except OSError:  # another process won the race; its copy is identical
             pass
     return Program(arch, res.cubin, res.lowered_names, res.log, False)
+
+
+def load_probe(source: str, name: str):
+    """Compile a small GPU probe (the rsqrt table scripts) with torch's numerics for the current
+    device and load it into CuPy: (module, device properties, arch, the NVRTC options)."""
+    import cupy
+    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+    arch = f"sm_{props['major']}{props['minor']}"
+    options = [f"--gpu-architecture={arch}", *NUMERICS_OPTIONS]
+    module = cupy.cuda.function.Module()
+    module.load(nvrtc.compile_program(source, name, options, []).cubin)
+    return module, props, arch, options

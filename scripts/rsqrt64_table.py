@@ -202,13 +202,7 @@ def main() -> None:
 
     import cupy
     t_start = time.time()
-    dev = cupy.cuda.Device()
-    props = cupy.cuda.runtime.getDeviceProperties(dev.id)
-    arch = f"sm_{props['major']}{props['minor']}"
-    options = [f"--gpu-architecture={arch}", *compile_mod.NUMERICS_OPTIONS]
-    res = nvrtc.compile_program(SOURCE, "rsqrt64_table.cu", options, [])
-    module = cupy.cuda.function.Module()
-    module.load(res.cubin)
+    module, props, arch, options = compile_mod.load_probe(SOURCE, "rsqrt64_table.cu")
     fn = {name: module.get_function(name) for name in
           ("rsq64h_words", "rsqrt64_bits", "check_rsq64h", "check_sequence")}
     blocks = props["multiProcessorCount"] * 8
@@ -337,7 +331,8 @@ def main() -> None:
         "compared": int(eps_vals.size), "mismatches": int((kernel_rstd != gpu_rsqrt64(eps_vals.view(np.uint64))).sum())}
 
     if args.sass:
-        meta.update(write_sass({"rsqrt64_probe": res.cubin, "RowwiseMomentsCUDAKernel_double": prog.cubin}, args.sass))
+        probe = nvrtc.compile_program(SOURCE, "rsqrt64_table.cu", options, []).cubin  # the cubin load_probe loaded
+        meta.update(write_sass({"rsqrt64_probe": probe, "RowwiseMomentsCUDAKernel_double": prog.cubin}, args.sass))
     meta["seconds"] = round(time.time() - t_start, 1)
     save(samples_in, samples_out)
     hist = {int(v): int(n) for v, n in zip(*np.unique(delta, return_counts=True))}

@@ -50,13 +50,7 @@ extern "C" __global__ void check_scaling(unsigned long long* mismatches) {
 
 def main(out_path: str) -> None:
     import cupy
-    dev = cupy.cuda.Device()
-    props = cupy.cuda.runtime.getDeviceProperties(dev.id)
-    arch = f"sm_{props['major']}{props['minor']}"
-    options = [f"--gpu-architecture={arch}", *compile_mod.NUMERICS_OPTIONS]
-    res = nvrtc.compile_program(SOURCE, "rsqrt_table.cu", options, [])
-    module = cupy.cuda.function.Module()
-    module.load(res.cubin)
+    module, props, arch, options = compile_mod.load_probe(SOURCE, "rsqrt_table.cu")
     rsqrt_bits = module.get_function("rsqrt_bits")
     check_scaling = module.get_function("check_scaling")
 

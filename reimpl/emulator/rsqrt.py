@@ -43,20 +43,24 @@ def reference32(x) -> np.ndarray:
         return (1.0 / np.sqrt(np.asarray(x, np.float32).astype(np.float64))).astype(np.float32)
 
 
-@lru_cache(maxsize=1)
-def load_table(path: str | None = None) -> dict:
-    p = Path(path) if path else TABLE_PATH
+def _load_measured(p: Path, what: str, generator: str, rule: str) -> dict:
+    """A table measured on the GPU: its arrays and meta; refused if the GPU broke the 4^k rule."""
     if not p.is_file():
         raise MissingRsqrtTable(
-            f"{p} is missing: rsqrtf cannot be emulated without the GPU's measured values. "
-            f"Generate it on a CUDA machine with `python {GENERATOR} reimpl/emulator/rsqrt_table.npz`.")
+            f"{p} is missing: {what} cannot be emulated without the GPU's measured values. "
+            f"Generate it on a CUDA machine with `python {generator} {p.relative_to(p.parents[2])}`.")
     with np.load(p) as z:
         t = {k: z[k] for k in z.files}
     if int(t["scaling_mismatches"]) != 0:
-        raise ValueError(f"{p}: rsqrtf(4x) != rsqrtf(x)/2 on {int(t['scaling_mismatches'])} inputs; "
+        raise ValueError(f"{p}: {rule} fails on {int(t['scaling_mismatches'])} inputs; "
                          "the parity/mantissa table does not describe this GPU")
     t["meta"] = json.loads(str(t["meta"]))
     return t
+
+
+@lru_cache(maxsize=1)
+def load_table(path: str | None = None) -> dict:
+    return _load_measured(Path(path) if path else TABLE_PATH, "rsqrtf", GENERATOR, "rsqrtf(4x) == rsqrtf(x)/2")
 
 
 def table_rsqrtf(x, table: dict) -> np.ndarray:
@@ -173,17 +177,8 @@ def reference_rsq64h(hi) -> np.ndarray:
 
 @lru_cache(maxsize=2)
 def load_table64(path: str | None = None) -> dict:
-    p = Path(path) if path else TABLE64_PATH
-    if not p.is_file():
-        raise MissingRsqrtTable(
-            f"{p} is missing: rsqrt(double) cannot be emulated without the GPU's MUFU.RSQ64H values. "
-            f"Generate it on a CUDA machine with `python {GENERATOR64} reimpl/emulator/rsqrt64_table.npz`.")
-    with np.load(p) as z:
-        t = {k: z[k] for k in z.files}
-    if int(t["scaling_mismatches"]) != 0:
-        raise ValueError(f"{p}: MUFU.RSQ64H breaks the 4^k rule on {int(t['scaling_mismatches'])} high words; "
-                         "the parity/mantissa table does not describe this GPU")
-    t["meta"] = json.loads(str(t["meta"]))
+    t = _load_measured(Path(path) if path else TABLE64_PATH, "rsqrt(double) (MUFU.RSQ64H)", GENERATOR64,
+                       "MUFU.RSQ64H's 4^k rule")
     # the GPU's high words for x0 in [1, 4), indexed [parity, mantissa_hi]
     m = np.arange(1 << 20, dtype=np.int64)
     t["r0"] = np.stack([reference_rsq64h(((1023 + par) << 20) | m) for par in (0, 1)]) + t["rsq64h_delta"]
