@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import json
 import sys
 
@@ -106,7 +107,6 @@ def _cmd_record(args) -> int:
 def _cmd_trace(args) -> int:
     """Emulate a small case on the CPU and print its step trace (reimpl/emulator/trace.py)."""
     from . import emulator
-    from .cases import Case
     from .emulator import trace, trace_view
     if args.list_functions:
         print("\n".join(trace_view.device_functions()))
@@ -114,22 +114,16 @@ def _cmd_trace(args) -> int:
     case = dataclasses.replace(_case_from_args(args), values=args.values, seed=args.seed, eps=args.eps)
     if args.backward:
         case = dataclasses.replace(case, dy_values=args.dy_values)
-    fwd = Case(**{f.name: getattr(case, f.name) for f in dataclasses.fields(Case)})
-    x, w, b = fwd.make_inputs("cpu")
+    if args.backward:  # grad_out from the case; mean and rstd from the emulated forward (not traced)
+        run = functools.partial(emulator.run_backward_case, case, *emulator.backward_args(case))
+    else:
+        run = functools.partial(emulator.run_case, case, *case.make_inputs("cpu"))
     stop = contextlib.nullcontext()
     if args.break_at:
         name, _, nth = args.break_at.partition(":")
         stop = trace_view.break_in(name, int(nth or 1))
-    if args.backward:
-        # grad_out from the case; mean and rstd from the emulated forward, so every step is the GPU's
-        dy = case.make_args("cpu")[0]
-        stats = emulator.run_case(fwd, x, w, b)
-        mean, rstd = (stats[1], stats[2]) if case.op == "layer_norm" else (None, stats[1])
-        with trace.recording(meta={"case": case.as_dict()}) as tr, stop:
-            emulator.run_backward_case(case, dy, x, mean, rstd, w, b)
-    else:
-        with trace.recording(meta={"case": case.as_dict()}) as tr, stop:
-            emulator.run_case(case, x, w, b)
+    with trace.recording(meta={"case": case.as_dict()}) as tr, stop:
+        run()
     if args.out:
         with open(args.out, "w") as f:
             f.write(tr.to_json())

@@ -208,23 +208,9 @@ def emulate_backward(case):
     bias, i.e. the bits the H100's forward hands to the backward, the same on every machine."""
     from .emulator import api
     from .emulator import trace as T
-    dy, x, _, _, w, b = case.make_args("cpu")
-    fwd = api.run_case(case, x, w, b)                      # not recorded
-    mean, rstd = (fwd[1], fwd[2]) if case.op == "layer_norm" else (None, fwd[1])
-    ns = case.normalized_shape
-
-    def st(a, shape):
-        return None if a is None else api.as_storage(a, case.dtype).reshape(shape)
-
-    dy_, x_, w_, b_ = st(dy, case.shape), st(x, case.shape), st(w, ns), st(b, ns)
+    args = api.backward_args(case)                         # the forward is not recorded
     with T.recording(meta={"case": case.as_dict(), "backward": True}) as tr:
-        if case.op == "layer_norm":
-            outs = api.native_layer_norm_backward(dy_, x_, ns, mean, rstd, w_, b_, case.output_mask,
-                                                  offsets=(case.dy_offset, case.x_offset, case.w_offset,
-                                                           case.b_offset))
-        else:
-            outs = api.fused_rms_norm_backward(dy_, x_, ns, rstd, w_, case.output_mask,
-                                               offsets=(case.dy_offset, case.x_offset, case.w_offset))
+        outs = api.run_backward_case(case, *args)
     return tr, outs
 
 

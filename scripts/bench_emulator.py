@@ -46,9 +46,8 @@ def _runner(case):
     if not isinstance(case, BackwardCase):
         x, w, b = case.make_inputs("cpu")
         return lambda: emulator.run_case(case, x, w, b)
-    dy, x, _, _, w, b = case.make_args("cpu")
-    stats = emulator.run_case(Case(case.op, case.dtype, case.shape), x, w, b)
-    return lambda: emulator.run_backward_case(case, dy, x, stats[1], stats[2], w, b)
+    args = emulator.backward_args(case)
+    return lambda: emulator.run_backward_case(case, *args)
 
 
 def _time(case: Case, traced: bool, runs: int = 7) -> float:

@@ -61,10 +61,6 @@ def _same_bits(got, want):
     np.testing.assert_array_equal(got[~nan_g].view(width), want[~nan_w].view(width))
 
 
-def _as_float(a, case):
-    return a.astype(np.float32) if case.dtype != "bf16" else (a.astype(np.uint32) << 16).view(np.float32)
-
-
 @needs_golden
 def test_golden_file_is_stamped():
     assert META["torch"].startswith("2.11") and META["git"] == "70d99e998b4955e0049d13a98d77ae1b14db1f45"

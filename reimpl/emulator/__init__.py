@@ -22,8 +22,8 @@ Modules:
   api                  the aten ops on NumPy arrays, path chosen by replaying the host mirror's launches
   trace, trace_view    step traces; tables, JSON and a pdb stop (`python -m reimpl trace`)
 """
-from .api import (fused_rms_norm, fused_rms_norm_backward, native_layer_norm, native_layer_norm_backward,
-                  run_backward_case, run_case)
+from .api import (backward_args, fused_rms_norm, fused_rms_norm_backward, native_layer_norm,
+                  native_layer_norm_backward, run_backward_case, run_case)
 
 __all__ = ["native_layer_norm", "fused_rms_norm", "native_layer_norm_backward", "fused_rms_norm_backward",
-           "run_case", "run_backward_case"]
+           "run_case", "run_backward_case", "backward_args"]

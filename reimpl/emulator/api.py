@@ -252,6 +252,16 @@ def fused_rms_norm_backward(grad_out, x, normalized_shape, rstd, weight=None, ou
                          tuple(bool(m) for m in output_mask), (o_dy, o_x, o_w, 0), bf16)
 
 
+def backward_args(case):
+    """(grad_out, x, mean, rstd, weight, bias) of a BackwardCase on the CPU: its own grad_out, input
+    and weights, with mean and rstd from the emulated forward on them, i.e. the bits the GPU's
+    forward hands to the backward, the same on every machine (torch's CPU forward may differ)."""
+    dy, x, _, _, w, b = case.make_args("cpu")
+    fwd = run_case(case, x, w, b)
+    mean, rstd = (fwd[1], fwd[2]) if case.op == "layer_norm" else (None, fwd[1])
+    return dy, x, mean, rstd, w, b
+
+
 def run_backward_case(case, dy, x, mean, rstd, w, b):
     """Emulate a reimpl.cases_backward.BackwardCase on its arguments (case.make_args's order; CPU
     tensors or storage-dtype arrays; mean and rstd in the accumulate type): the outputs in

@@ -84,13 +84,8 @@ def format_trace(tr: T.Trace, block: int = 0, warp: int | None = None, thread: i
 def device_functions() -> list[str]:
     """Names the emulator defines for device functions and kernels (what break_in accepts)."""
     import inspect
-    from . import layer_norm_kernel, warp, welford
-    mods = [layer_norm_kernel, welford, warp]
-    try:
-        from . import layer_norm_backward
-        mods.append(layer_norm_backward)
-    except ImportError:
-        pass
+    from . import block_reduce, layer_norm_backward, layer_norm_kernel, warp, welford
+    mods = [layer_norm_kernel, welford, warp, block_reduce, layer_norm_backward]
     names = set()
     for m in mods:
         for n, obj in vars(m).items():
