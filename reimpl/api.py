@@ -6,8 +6,8 @@
                                output_mask)                       -> (dX, dgamma, dbeta)
     fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight, output_mask)
                                                                    -> (dX, dweight)
-    layer_norm(...) / rms_norm(...)                                 torch.nn.functional's signatures,
-                                                                    differentiable (reimpl/autograd.py)
+
+torch.nn.functional's differentiable layer_norm / rms_norm are in reimpl/functional.py.
 
 What the dispatcher does before upstream's code runs (device checks, the device guard) is done here.
 Kernels run on torch's current stream; nothing here synchronizes with the host or copies data.
@@ -18,8 +18,7 @@ import contextlib
 
 import torch
 
-from . import autograd as _autograd
-from .layer_norm_checks import TORCH_CHECK, TorchCheckError, fmt_shape
+from .layer_norm_checks import TorchCheckError
 from .layer_norm_kernel import (_fused_rms_norm_backward_cuda, _fused_rms_norm_cuda, layer_norm_backward_cuda,
                                 layer_norm_cuda)
 
@@ -96,54 +95,3 @@ def fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight=None
     with _guard(input.device):
         return _fused_rms_norm_backward_cuda(grad_out, input, _as_shape(normalized_shape), rstd, weight,
                                              _mask(output_mask, 2))
-
-
-def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
-    """torch.nn.functional.layer_norm; differentiable when an argument requires grad."""
-    if _autograd.needs_grad(input, weight, bias):
-        return _autograd.LayerNormFunction.apply(input, _as_shape(normalized_shape), weight, bias, float(eps))
-    return native_layer_norm(input, normalized_shape, weight, bias, eps)[0]
-
-
-# --8<-- [start:_check_rms_norm_inputs_symint]
-# upstream: aten/src/ATen/native/layer_norm.h#L15-L50
-# docs: upstream/layer_norm.md#_check_rms_norm_inputs_symint
-def _check_rms_norm_inputs_symint(input, normalized_shape, weight) -> None:
-    """aten::rms_norm's own shape checks, run before it calls _fused_rms_norm."""
-    normalized_ndim = len(normalized_shape)
-    if normalized_ndim < 1:
-        TORCH_CHECK(False, "Expected normalized_shape to be at least 1-dimensional, i.e., ",
-                    "containing at least one element, but got normalized_shape = ", fmt_shape(normalized_shape))
-    if weight is not None and tuple(weight.shape) != tuple(normalized_shape):
-        TORCH_CHECK(False, "Expected weight to be of same shape as normalized_shape, but got ",
-                    "weight of shape ", fmt_shape(weight.shape), " and normalized_shape = ",
-                    fmt_shape(normalized_shape))
-    input_ndim = input.dim()
-    if input_ndim < normalized_ndim:
-        raise ValueError(f"Input tensor must have at least {normalized_ndim} dimensions, but got {input_ndim}")
-    if tuple(input.shape[input_ndim - normalized_ndim:]) != tuple(normalized_shape):
-        # c10::Join(", ", ...): no separator after the '*' here, unlike _check_layer_norm_inputs
-        TORCH_CHECK(False, f"Given normalized_shape={fmt_shape(normalized_shape)}, expected input with shape [*"
-                    + ", ".join(str(s) for s in normalized_shape)
-                    + f"], but got input of size{fmt_shape(input.shape)}")
-# --8<-- [end:_check_rms_norm_inputs_symint]
-
-
-class FusedRmsNormUnavailable(NotImplementedError):
-    """aten::rms_norm would not call the fused kernel here (torch runs its composite instead)."""
-
-
-def rms_norm(input, normalized_shape, weight=None, eps: float | None = None):
-    """torch.nn.functional.rms_norm. On CUDA, aten::rms_norm calls _fused_rms_norm unless input and
-    weight dtypes differ; then torch computes a composite of elementwise ops, which we do not mirror."""
-    normalized_shape = _as_shape(normalized_shape)
-    _check_devices("_fused_rms_norm", input=input, weight=weight)
-    _check_rms_norm_inputs_symint(input, normalized_shape, weight)
-    if weight is not None and weight.dtype != input.dtype:
-        raise FusedRmsNormUnavailable(
-            f"reimpl.rms_norm: input dtype {input.dtype} and weight dtype {weight.dtype} differ; torch does not "
-            "use its fused CUDA kernel for this (it warns and runs a composite), and this repository mirrors "
-            "only the fused kernel")
-    if _autograd.needs_grad(input, weight):
-        return _autograd.RMSNormFunction.apply(input, normalized_shape, weight, None if eps is None else float(eps))
-    return fused_rms_norm(input, normalized_shape, weight, eps)[0]

@@ -11,12 +11,13 @@ import sys
 
 
 def _cmd_compile(args) -> int:
-    from . import compile as compile_mod, cubin
-    prog = compile_mod.build(args.arch, use_cache=not args.no_cache)
+    from .device import compile as compile_mod, cubin
+    from .kernels import SOURCE
+    prog = compile_mod.build(SOURCE, args.arch, use_cache=not args.no_cache)
     smem = cubin.static_shared_bytes(prog.cubin)
     names = cubin.demangle(list(prog.lowered.values()))
     print(f"{len(prog.lowered)} kernels for {args.arch}, {len(prog.cubin)} bytes of cubin"
-          f"{' (from cache)' if prog.from_cache else ''}; options: {' '.join(compile_mod.compile_options(args.arch))}")
+          f"{' (from cache)' if prog.from_cache else ''}; options: {' '.join(compile_mod.compile_options(SOURCE, args.arch))}")
     for mangled, name in zip(prog.lowered.values(), names):
         print(f"  static smem {smem.get(mangled, 0):5d} B  {name}")
     if prog.log:
@@ -25,8 +26,8 @@ def _cmd_compile(args) -> int:
 
 
 def _case_from_args(args):
-    from .cases import Case
-    from .cases_backward import BackwardCase
+    from .checks.cases import Case
+    from .checks.cases_backward import BackwardCase
     shape = tuple(int(s) for s in args.shape.split(","))
     common = dict(norm_ndim=args.norm_ndim, weight=not args.no_weight, bias=not args.no_bias,
                   x_offset=args.x_offset, w_offset=args.w_offset, b_offset=args.b_offset)
@@ -38,7 +39,7 @@ def _case_from_args(args):
 
 def _cmd_plan(args) -> int:
     """Run the host dispatch with a recording runtime: which kernels, grid, block, shared memory."""
-    from .plan import host_launches
+    from .checks.plan import host_launches
     case = _case_from_args(args)
     launches = host_launches(case)
     print(case.id)
@@ -54,8 +55,8 @@ def _cmd_parity(args) -> int:
     if not torch.cuda.is_available():
         print("parity needs a CUDA GPU (torch.cuda.is_available() is False)", file=sys.stderr)
         return 2
-    from . import cases, cases_backward as bwd
-    from .parity import check_cases
+    from .checks import cases, cases_backward as bwd
+    from .checks.parity import check_cases
     groups = {}
     if args.which in ("forward", "both"):
         groups.update({"paths": cases.path_cases(), "values": cases.value_cases(), "eps": cases.eps_cases(),
@@ -81,7 +82,7 @@ def _cmd_parity(args) -> int:
 
 
 def _cmd_bench(args) -> int:
-    from .bench import run, run_backward
+    from .checks.bench import run, run_backward
     text = run_backward() if args.backward else run()
     print(text)
     if args.out:
@@ -91,11 +92,11 @@ def _cmd_bench(args) -> int:
 
 
 def _cmd_record(args) -> int:
-    from .record import record_torch_launches
+    from .checks.record import record_torch_launches
     if args.backward:
-        from .cases_backward import launch_cases
+        from .checks.cases_backward import launch_cases
     else:
-        from .cases import launch_cases
+        from .checks.cases import launch_cases
     data = record_torch_launches(launch_cases())
     with open(args.out, "w") as f:
         json.dump(data, f, indent=0)
@@ -137,7 +138,7 @@ def _cmd_trace(args) -> int:
 
 
 def _cmd_fetch(args) -> int:
-    from .fetch import main as fetch_main
+    from .upstream.fetch import main as fetch_main
     return fetch_main(args.base, args.write_hash)
 
 

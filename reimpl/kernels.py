@@ -6,8 +6,11 @@ plans are compared with torch's recorded launches.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+
+from .device.compile import CudaSource
 
 
 @dataclass(frozen=True, eq=False)  # singletons: identity hashing keeps kernel lookups cheap
@@ -68,6 +71,7 @@ class Kernel:
         self.name = f"{template.name}<{', '.join(_template_arg(a) for a in targs)}>"
         self.expr = f"at::native::{self.name}"  # instantiates it under NVRTC
         self.T_ACC: CType = targs[1]
+        self.source = SOURCE  # the tree that instantiates it (the device runtime loads per source)
 
     def __repr__(self) -> str:
         return f"Kernel({self.name!r})"
@@ -131,3 +135,7 @@ def backward_instantiations() -> list[Kernel]:
 
 def all_instantiations() -> list[Kernel]:
     return forward_instantiations() + backward_instantiations()
+
+
+# The mirror's CUDA tree: what `reimpl.device.compile.build(SOURCE, arch)` compiles.
+SOURCE = CudaSource(Path(__file__).parent / "cuda", "layer_norm_kernel.cu", all_instantiations)

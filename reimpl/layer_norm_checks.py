@@ -1,5 +1,6 @@
-"""Mirror of `_check_layer_norm_inputs` (aten/src/ATen/native/layer_norm.h, torch 2.11.0): the
-shape checks every LayerNorm entry point runs first, and the M x N view of the input they return.
+"""Mirror of `_check_layer_norm_inputs` and `_check_rms_norm_inputs_symint` (aten/src/ATen/native/
+layer_norm.h, torch 2.11.0): the shape checks every LayerNorm / RMSNorm entry point runs first, and
+the M x N view of the input that the LayerNorm one returns.
 Messages are torch's, word for word, so a caller sees the same error from us as from torch.
 """
 from __future__ import annotations
@@ -56,3 +57,27 @@ def _check_layer_norm_inputs(input, normalized_shape, weight, bias) -> tuple[int
     N = math.prod(input_shape[axis:])
     return M, N
 # --8<-- [end:_check_layer_norm_inputs]
+
+
+# --8<-- [start:_check_rms_norm_inputs_symint]
+# upstream: aten/src/ATen/native/layer_norm.h#L15-L50
+# docs: upstream/layer_norm.md#_check_rms_norm_inputs_symint
+def _check_rms_norm_inputs_symint(input, normalized_shape, weight) -> None:
+    """aten::rms_norm's own shape checks, run before it calls _fused_rms_norm."""
+    normalized_ndim = len(normalized_shape)
+    if normalized_ndim < 1:
+        TORCH_CHECK(False, "Expected normalized_shape to be at least 1-dimensional, i.e., ",
+                    "containing at least one element, but got normalized_shape = ", fmt_shape(normalized_shape))
+    if weight is not None and tuple(weight.shape) != tuple(normalized_shape):
+        TORCH_CHECK(False, "Expected weight to be of same shape as normalized_shape, but got ",
+                    "weight of shape ", fmt_shape(weight.shape), " and normalized_shape = ",
+                    fmt_shape(normalized_shape))
+    input_ndim = input.dim()
+    if input_ndim < normalized_ndim:
+        raise ValueError(f"Input tensor must have at least {normalized_ndim} dimensions, but got {input_ndim}")
+    if tuple(input.shape[input_ndim - normalized_ndim:]) != tuple(normalized_shape):
+        # c10::Join(", ", ...): no separator after the '*' here, unlike _check_layer_norm_inputs
+        TORCH_CHECK(False, f"Given normalized_shape={fmt_shape(normalized_shape)}, expected input with shape [*"
+                    + ", ".join(str(s) for s in normalized_shape)
+                    + f"], but got input of size{fmt_shape(input.shape)}")
+# --8<-- [end:_check_rms_norm_inputs_symint]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from . import runtime
+from .device import runtime
 from .aten_shim import (TensorRef, _cast_acc, _dispatch, data_ptr, empty_like, expect_contiguous,
                         toAccumulateType, zeros_like)
 from .kernels import (BFloat16, GammaBetaBackwardCUDAKernelTemplate, Half, LayerNormForwardCUDAKernel,

@@ -2,21 +2,21 @@
 
 They subclass torch's modules, so constructor arguments, parameters, initialisation, state_dict
 keys and repr are torch's own; only forward differs, calling reimpl.layer_norm / reimpl.rms_norm
-(differentiable through reimpl/autograd.py). A model can swap one for the other either way and
+(reimpl/functional.py; differentiable through reimpl/autograd.py). A model can swap one for the other either way and
 load the other's state_dict.
 """
 from __future__ import annotations
 
 import torch
 
-from . import api
+from . import functional
 
 
 class LayerNorm(torch.nn.LayerNorm):
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        return api.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+        return functional.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
 
 class RMSNorm(torch.nn.RMSNorm):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return api.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+        return functional.rms_norm(x, self.normalized_shape, self.weight, self.eps)

@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from reimpl import emulator  # noqa: E402
-from reimpl.cases import Case  # noqa: E402
-from reimpl.cases_backward import BackwardCase  # noqa: E402
+from reimpl.checks.cases import Case  # noqa: E402
+from reimpl.checks.cases_backward import BackwardCase  # noqa: E402
 from reimpl.emulator import trace  # noqa: E402
 
 CASES = [

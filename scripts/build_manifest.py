@@ -44,7 +44,7 @@ SYMBOLS = {
     "WarpReduce": ("aten/src/ATen/native/cuda/block_reduce.cuh", r"T WarpReduce\(T val", "reimpl/cuda/block_reduce.cuh"),
     "BlockReduce": ("aten/src/ATen/native/cuda/block_reduce.cuh", r"^BlockReduce\(T val", "reimpl/cuda/block_reduce.cuh"),
     "_check_layer_norm_inputs": ("aten/src/ATen/native/layer_norm.h", r"_check_layer_norm_inputs\($", "reimpl/layer_norm_checks.py"),
-    "_check_rms_norm_inputs_symint": ("aten/src/ATen/native/layer_norm.h", r"void _check_rms_norm_inputs_symint\(", "reimpl/api.py"),
+    "_check_rms_norm_inputs_symint": ("aten/src/ATen/native/layer_norm.h", r"void _check_rms_norm_inputs_symint\(", "reimpl/layer_norm_checks.py"),
     "kCUDANumThreads": (LN, None, "reimpl/layer_norm_kernel.py"),
     "kWarpSize": (LN, None, "reimpl/cuda/layer_norm_kernel.cu"),
     "vec_size": (LN, None, "reimpl/cuda/layer_norm_kernel.cu"),
@@ -148,7 +148,7 @@ def main() -> None:
     files["aten/src/ATen/native/layer_norm.cpp"] = {
         "sha256": None,
         "source": "not shipped in the wheel; its aten::rms_norm (rms_norm_symint) runs _check_rms_norm_inputs_symint "
-                  "and chooses between _fused_rms_norm and a composite, which reimpl/api.py's rms_norm mirrors "
+                  "and chooses between _fused_rms_norm and a composite, which reimpl/functional.py's rms_norm mirrors "
                   "without line ranges"}
     lnr = ln_ranges()
     symbols = {}

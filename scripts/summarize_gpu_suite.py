@@ -1,6 +1,8 @@
-"""Turn one GPU suite run ($OUT of scripts/gpu_suite.sh) into the committed summaries
+"""Turn one GPU suite run ($OUT of scripts/gpu/gpu_suite.sh) into the committed summaries
 results/gpu_suite_forward.json and results/gpu_suite_backward.json (groups named bwd_* are the
-backward's). Usage: python scripts/summarize_gpu_suite.py OUT_DIR "what was run" """
+backward's). Usage: python scripts/summarize_gpu_suite.py OUT_DIR "what was run" [NAME]
+NAME (default gpu_suite) names the files: a partial run, such as a smoke run after a refactor, is
+written as results/NAME_{forward,backward}.json beside the full suite's, not over it."""
 from __future__ import annotations
 
 import json
@@ -12,7 +14,7 @@ RESULTS = Path(__file__).resolve().parents[1] / "results"
 KEYS = ("cases", "mismatched_cases", "elements_compared", "mismatched_elements")
 
 
-def main(out_dir: str, what: str) -> None:
+def main(out_dir: str, what: str, name: str = "gpu_suite") -> None:
     out = Path(out_dir)
     env = json.loads((out / "env.json").read_text())
     summary = json.loads((out / "gpu_summary.json").read_text())
@@ -28,9 +30,9 @@ def main(out_dir: str, what: str) -> None:
         for g, r in traces.items():
             doc["step_trace"] = {"cases": r["cases"], "mismatched_cases": r["mismatched_cases"],
                                  "records_compared": r["elements_compared"]}
-        (RESULTS / f"gpu_suite_{part}.json").write_text(json.dumps(doc, indent=1) + "\n")
+        (RESULTS / f"{name}_{part}.json").write_text(json.dumps(doc, indent=1) + "\n")
         print(part, totals)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(*sys.argv[1:4])

@@ -20,7 +20,7 @@ _RESULTS: dict[str, dict[str, int]] = defaultdict(lambda: {"cases": 0, "mismatch
 def cuda_skip_reason() -> str | None:
     if not torch.cuda.is_available():
         return ("no CUDA device here (torch.cuda.is_available() is False); the GPU suite runs on a GPU "
-                "machine: scripts/gpu_suite.sh")
+                "machine: scripts/gpu/gpu_suite.sh")
     try:
         import cupy  # noqa: F401
     except ImportError:

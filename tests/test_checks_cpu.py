@@ -3,7 +3,7 @@ torch's CPU kernels run the same shared checks, so torch on this machine is the 
 import pytest
 import torch
 
-from reimpl.api import _check_rms_norm_inputs_symint
+from reimpl.layer_norm_checks import _check_rms_norm_inputs_symint
 from reimpl.layer_norm_checks import _check_layer_norm_inputs
 
 CASES = {

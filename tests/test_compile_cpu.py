@@ -4,16 +4,16 @@ from pathlib import Path
 
 import pytest
 
-from reimpl import compile as compile_mod
-from reimpl import cubin
-from reimpl.kernels import all_instantiations
+from reimpl.device import compile as compile_mod
+from reimpl.device import cubin
+from reimpl.kernels import SOURCE, all_instantiations
 
 REFERENCE = Path(__file__).resolve().parents[1] / "reference"
 
 
 @pytest.fixture(scope="module")
 def program():
-    return compile_mod.build("sm_90", use_cache=False)
+    return compile_mod.build(SOURCE, "sm_90", use_cache=False)
 
 
 def test_compiles_for_sm90_without_warnings(program):
@@ -22,7 +22,7 @@ def test_compiles_for_sm90_without_warnings(program):
 
 
 def test_numerics_options_exclude_flush_to_zero():
-    opts = compile_mod.compile_options("sm_90")
+    opts = compile_mod.compile_options(SOURCE, "sm_90")
     assert "-ftz=false" in opts and "-prec-div=true" in opts and "-fmad=true" in opts
     assert not any(o.startswith("--use_fast_math") or o == "-ftz=true" for o in opts)
 

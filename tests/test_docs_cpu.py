@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from reimpl import docs_render, manifest
-from reimpl.docs_links import check_site, parse
+from reimpl.docsite import render as docs_render
+from reimpl.upstream import manifest
+from reimpl.docsite.links import check_site, parse
 from tests.site_helpers import ROOT, built_site
 
 DOCS = ROOT / "docs"

@@ -1,4 +1,4 @@
-"""CPU: the kernel pages' traces are generated when the site is built (reimpl/docs_traces.py), not
+"""CPU: the kernel pages' traces are generated when the site is built (reimpl/docsite/traces.py), not
 pasted. The Markdown holds only the directives; the built pages hold the tables and the tree SVGs;
 every number in a table equals a fresh emulation's, bit for bit and as printed; the tree's edges are
 the trace's own partner and slot fields; the guide's code is included from our files by line range.
@@ -10,8 +10,9 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 
-from reimpl import docs_traces, emulator
-from reimpl.cases_backward import BackwardCase
+from reimpl.docsite import traces as docs_traces
+from reimpl import emulator
+from reimpl.checks.cases_backward import BackwardCase
 from reimpl.emulator import api, trace
 from tests.site_helpers import ROOT, built_site
 
@@ -364,7 +365,7 @@ def test_tile_without_a_reduction_says_so():
 
 def test_rerun_command_prints_the_same_steps(capsys):
     """The caption's CLI command (here a backward one) prints every value the box shows; so does
-    `python -m reimpl.docs_traces '<directive>'`."""
+    `python -m reimpl.docsite.traces '<directive>'`."""
     import html as html_mod
     import shlex
     from reimpl.cli import main as cli_main

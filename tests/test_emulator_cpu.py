@@ -157,7 +157,7 @@ def test_bf16_store_matches_bit_reference():
 
 # ---- the block loop ------------------------------------------------------------------------------
 def test_missing_table_names_file_and_script(tmp_path):
-    with pytest.raises(rsqrt.MissingRsqrtTable, match="scripts/rsqrt_table.py"):
+    with pytest.raises(rsqrt.MissingRsqrtTable, match="scripts/gpu/rsqrt_table.py"):
         rsqrt.load_table.__wrapped__(str(tmp_path / "absent.npz"))
 
 

@@ -1,5 +1,5 @@
 """The backward emulator against torch's own bits, recorded on the H100 by
-scripts/golden_vectors_backward.py (tests/golden/emulator_golden_backward.npz; the tests skip, naming the
+scripts/gpu/golden_vectors_backward.py (tests/golden/emulator_golden_backward.npz; the tests skip, naming the
 file and its generator, only while it is absent). Every output must match bit for bit, NaN by
 position: the small cases (both grad-input kernels, every GammaBeta tile, aligned or not, every
 dtype, output_mask and value kind), the partial GammaBeta path ended by torch's .sum(0), and .sum(0)
@@ -14,14 +14,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reimpl.cases_backward import BackwardCase
+from reimpl.checks.cases_backward import BackwardCase
 from reimpl.emulator import api
 from reimpl.emulator.fp import BY_NAME
 from reimpl.emulator.layer_norm_backward import setReduceConfig, torch_sum0
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = Path(os.environ.get("REIMPL_EMULATOR_GOLDEN_BACKWARD", ROOT / "tests" / "golden" / "emulator_golden_backward.npz"))
-SCRIPT = ROOT / "scripts" / "golden_vectors_backward.py"
+SCRIPT = ROOT / "scripts" / "gpu" / "golden_vectors_backward.py"
 STORAGE = {"fp32": np.float32, "fp64": np.float64, "fp16": np.float16, "bf16": np.uint16}
 ACC = {"fp32": np.float32, "fp64": np.float64, "fp16": np.float32, "bf16": np.float32}
 ELEMENT = {"fp32": BY_NAME["float"], "fp64": BY_NAME["double"], "fp16": BY_NAME["c10::Half"],

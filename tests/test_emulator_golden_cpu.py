@@ -1,4 +1,4 @@
-"""The forward emulator against torch's own bits, recorded on the H100 by scripts/golden_vectors.py.
+"""The forward emulator against torch's own bits, recorded on the H100 by scripts/gpu/golden_vectors.py.
 
 Needs committed files made on a GPU: tests/golden/emulator_golden_forward.npz (torch's outputs),
 reimpl/emulator/rsqrt_table.npz (the GPU's rsqrtf) and reimpl/emulator/rsqrt64_table.npz (its
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from reimpl import emulator
-from reimpl.cases import Case
+from reimpl.checks.cases import Case
 from reimpl.emulator import rsqrt
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,7 +22,7 @@ STORAGE = {"fp32": np.float32, "fp64": np.float64, "fp16": np.float16, "bf16": n
 
 needs_golden = pytest.mark.skipif(
     not GOLDEN.is_file(),
-    reason=f"{GOLDEN} absent: make it on a CUDA machine with `python scripts/golden_vectors.py {GOLDEN}`")
+    reason=f"{GOLDEN} absent: make it on a CUDA machine with `python scripts/gpu/golden_vectors.py {GOLDEN}`")
 needs_table = pytest.mark.skipif(
     not rsqrt.TABLE_PATH.is_file(),
     reason=f"{rsqrt.TABLE_PATH} absent: make it on a CUDA machine with "

@@ -3,7 +3,7 @@ sha256 mismatch is caught, a match passes, an unpinned file reports its hash and
 ranges checked, and the wheel check runs only for the pinned torch."""
 import hashlib
 
-from reimpl import fetch
+from reimpl.upstream import fetch
 from tests.site_helpers import serve
 
 GOOD = "int a;\nvoid alpha() {\n}\nstruct beta_double {};\n"

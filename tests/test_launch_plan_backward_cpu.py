@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from reimpl import plan
-from reimpl.cases_backward import PARTIAL_SHAPES, BackwardCase
+from reimpl.checks import plan
+from reimpl.checks.cases_backward import PARTIAL_SHAPES, BackwardCase
 
 RECORD = Path(__file__).resolve().parents[1] / "reference" / "torch_launches_backward.json"
 DATA = json.loads(RECORD.read_text())

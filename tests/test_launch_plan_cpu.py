@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from reimpl import plan
-from reimpl.cases import Case
+from reimpl.checks import plan
+from reimpl.checks.cases import Case
 
 RECORD = Path(__file__).resolve().parents[1] / "reference" / "torch_launches_forward.json"
 DATA = json.loads(RECORD.read_text())

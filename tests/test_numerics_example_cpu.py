@@ -1,4 +1,4 @@
-"""CPU: the pure parts of scripts/numerics_example.py (which runs on a GPU): bit patterns, the diff
+"""CPU: the pure parts of scripts/gpu/numerics_example.py (which runs on a GPU): bit patterns, the diff
 rows the docs render, the two placements of the same values, and the seed search."""
 import importlib.util
 
@@ -6,7 +6,7 @@ import torch
 
 from tests.site_helpers import ROOT
 
-spec = importlib.util.spec_from_file_location("numerics_example", ROOT / "scripts" / "numerics_example.py")
+spec = importlib.util.spec_from_file_location("numerics_example", ROOT / "scripts" / "gpu" / "numerics_example.py")
 ne = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ne)
 

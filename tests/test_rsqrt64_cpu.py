@@ -1,6 +1,6 @@
 """CPU: the emulator's rsqrt(double) against bits measured on the H100, and its exact DFMA.
 
-reimpl/emulator/rsqrt64_table.npz (scripts/rsqrt64_table.py, run on the GPU) holds the measured
+reimpl/emulator/rsqrt64_table.npz (scripts/gpu/rsqrt64_table.py, run on the GPU) holds the measured
 MUFU.RSQ64H estimates, a few thousand (input, output) pairs of the GPU's rsqrt(double), specials
 included, and the counts of the GPU-side checks. The model must give exactly the recorded bits.
 """

@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reimpl import compile as compile_mod
 from reimpl import emulator
-from reimpl.cases import Case
+from reimpl.checks.cases import Case
+from reimpl.device import compile as compile_mod
 from reimpl.emulator import trace
-from reimpl.kernels import all_instantiations, backward_instantiations
+from reimpl.kernels import SOURCE, all_instantiations, backward_instantiations
 
 ROOT = Path(__file__).resolve().parents[1]
 CUDA = ROOT / "reimpl" / "cuda"
@@ -39,7 +39,7 @@ def _normalise(cubin: bytes) -> bytes:
     return re.sub(rb"_layer_norm_kernel_cu_[0-9a-f]{8}_", b"_layer_norm_kernel_cu_XXXXXXXX_", cubin)
 
 
-def test_trace_switch_off_compiles_to_the_same_cubin(tmp_path, monkeypatch):
+def test_trace_switch_off_compiles_to_the_same_cubin(tmp_path):
     """With REIMPL_TRACING undefined the trace points vanish: the cubin equals that of the source with
     every trace line removed (byte for byte, up to the source hash in anonymous-namespace names), for
     all 184 kernels, forward and backward (one build of each source)."""
@@ -53,14 +53,14 @@ def test_trace_switch_off_compiles_to_the_same_cubin(tmp_path, monkeypatch):
     for name in ("layer_norm_kernel.cu", "block_reduce.cuh"):
         text = (stripped / name).read_text()
         assert "REIMPL_TRACE" not in text and "reimpl_trace::" not in text, name
-    ours = compile_mod.build("sm_90", kernels, use_cache=False)
-    monkeypatch.setattr(compile_mod, "CUDA_DIR", stripped)
-    plain = compile_mod.build("sm_90", kernels, use_cache=False)
+    ours = compile_mod.build(SOURCE, "sm_90", kernels, use_cache=False)
+    plain = compile_mod.build(compile_mod.CudaSource(stripped, SOURCE.main, SOURCE.default_kernels), "sm_90",
+                              kernels, use_cache=False)
     assert _normalise(ours.cubin) == _normalise(plain.cubin)
 
 
 def test_traced_build_compiles_for_sm90_without_warnings():
-    prog = compile_mod.build("sm_90", all_instantiations(), extra_options=("-DREIMPL_TRACING",))
+    prog = compile_mod.build(SOURCE, "sm_90", all_instantiations(), extra_options=("-DREIMPL_TRACING",))
     assert prog.log == ""
     for sym in (b"reimpl_trace_buf", b"reimpl_trace_capacity", b"reimpl_trace_count"):
         assert sym in prog.cubin

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from reimpl import emulator
-from reimpl.cases import Case
-from reimpl.cases_backward import BackwardCase
+from reimpl.checks.cases import Case
+from reimpl.checks.cases_backward import BackwardCase
 from reimpl.emulator import trace
 from reimpl.emulator.api import run_backward_case
 from tests.conftest import record
@@ -43,7 +43,7 @@ def _ids(c):
 
 @pytest.mark.parametrize("case", CASES, ids=_ids)
 def test_gpu_trace_equals_emulator_trace(case):
-    from reimpl.gpu_trace import compare, trace_gpu
+    from reimpl.checks.gpu_trace import compare, trace_gpu
     (x, w, b), outs, gpu = trace_gpu(case)
     with trace.recording() as tr:
         emulator.run_case(case, *(None if t is None else t.cpu() for t in (x, w, b)))
@@ -117,8 +117,8 @@ BWD_CASES = [
 
 def _trace_gpu_backward(case: BackwardCase):
     """(the CUDA arguments, the outputs on the CPU, the GPU's records), the op run with tracing on."""
-    from reimpl import runtime
-    from reimpl.gpu_trace import TracingRuntime
+    from reimpl.device import runtime
+    from reimpl.checks.gpu_trace import TracingRuntime
     args = case.make_args("cuda")        # torch's own forward makes mean and rstd, outside the trace
     rt = TracingRuntime()
     with runtime.use(rt):
@@ -131,7 +131,7 @@ def _trace_gpu_backward(case: BackwardCase):
 
 @pytest.mark.parametrize("case", BWD_CASES, ids=_ids)
 def test_gpu_backward_trace_equals_emulator_trace(case):
-    from reimpl.gpu_trace import compare
+    from reimpl.checks.gpu_trace import compare
     args, outs, gpu = _trace_gpu_backward(case)
     with trace.recording() as tr:
         run_backward_case(case, *(None if t is None else t.cpu() for t in args))

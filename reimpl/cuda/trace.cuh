@@ -1,4 +1,4 @@
-// Step traces for the emulator comparison (reimpl/emulator/trace.py, reimpl/gpu_trace.py).
+// Step traces for the emulator comparison (reimpl/emulator/trace.py, reimpl/checks/gpu_trace.py).
 // Not upstream: with REIMPL_TRACING undefined (every normal build) REIMPL_TRACE(...) expands to
 // nothing, its arguments are never evaluated, and the kernels compile exactly as without it.
 // Built with -DREIMPL_TRACING, each thread appends one record per step to a device buffer:

@@ -6,9 +6,9 @@ many blocks side by side the same way); `__syncthreads` falls between phases; wa
 PTX's shfl semantics. Float arithmetic is IEEE (NumPy keeps subnormals); where our compiled SASS
 fuses a multiply-add into one FFMA/DFMA, the emulator calls `fp.fma` (one rounding) and says so
 beside the line (results/sass_fma_table.md lists the SASS per source line). `rsqrtf` and
-`rsqrt(double)` come from tables measured on the H100 (rsqrt.py, scripts/rsqrt_table.py,
-scripts/rsqrt64_table.py). Every step can be recorded (trace.py) and compared with the GPU's own
-trace (reimpl/gpu_trace.py).
+`rsqrt(double)` come from tables measured on the H100 (rsqrt.py, scripts/gpu/rsqrt_table.py,
+scripts/gpu/rsqrt64_table.py). Every step can be recorded (trace.py) and compared with the GPU's own
+trace (reimpl/checks/gpu_trace.py).
 
 Modules:
   fp                   float32/float64 FMA, half and bfloat16 rounding, the element types

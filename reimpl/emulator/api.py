@@ -37,7 +37,7 @@ def _torch_twin(a: np.ndarray | None, offset: int):
 
 
 def _plan(op: str, x, normalized_shape, weight, bias, eps, offsets):
-    from .. import runtime
+    from ..device import runtime
     from ..layer_norm_kernel import _fused_rms_norm_cuda, layer_norm_cuda
     ox, ow, ob = offsets
     tx, tw, tb = _torch_twin(x, ox), _torch_twin(weight, ow), _torch_twin(bias, ob)
@@ -132,7 +132,7 @@ def as_storage(a, dtype: str) -> np.ndarray | None:
 
 
 def run_case(case, x, w, b):
-    """Emulate a reimpl.cases.Case on its inputs (CPU tensors or storage-dtype arrays): the outputs
+    """Emulate a reimpl.checks.cases.Case on its inputs (CPU tensors or storage-dtype arrays): the outputs
     in case.output_names order."""
     x = as_storage(x, case.dtype).reshape(case.shape)
     ns = case.normalized_shape
@@ -172,7 +172,7 @@ def _torch_op_log():
 
 def _run_backward(op, dy, x, normalized_shape, mean, rstd, weight, bias, output_mask, offsets, bf16):
     import torch
-    from .. import runtime
+    from ..device import runtime
     from ..layer_norm_kernel import _fused_rms_norm_backward_cuda, layer_norm_backward_cuda
     dy, x = np.ascontiguousarray(dy), np.ascontiguousarray(x)
     if bf16 and x.dtype != np.uint16:
@@ -263,7 +263,7 @@ def backward_args(case):
 
 
 def run_backward_case(case, dy, x, mean, rstd, w, b):
-    """Emulate a reimpl.cases_backward.BackwardCase on its arguments (case.make_args's order; CPU
+    """Emulate a reimpl.checks.cases_backward.BackwardCase on its arguments (case.make_args's order; CPU
     tensors or storage-dtype arrays; mean and rstd in the accumulate type): the outputs in
     case.output_names order, None where the output mask leaves one out."""
     dy = as_storage(dy, case.dtype).reshape(case.shape)

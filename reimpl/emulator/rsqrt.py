@@ -7,7 +7,7 @@ that is the exponent's parity and the 23 mantissa bits (2^24 cases). Subnormal i
 scaling sequence in the compiled code (FSETP, FMUL by 2^24, MUFU.RSQ, FMUL by 2^12), so they are
 tabulated one by one (2^23 - 1 cases).
 
-Table format (`rsqrt_table.npz`, written by scripts/rsqrt_table.py on a GPU):
+Table format (`rsqrt_table.npz`, written by scripts/gpu/rsqrt_table.py on a GPU):
   normal_delta     int8[2, 2^23]  GPU bits - reference bits, for x0 = ((127 + parity) << 23) | mantissa
   subnormal_delta  int8[2^23]     the same for the subnormal x = mantissa (index 0: unused, 0)
   specials_in      uint32[k]      special inputs (+-0, +-inf, NaN, negatives) ...
@@ -30,7 +30,7 @@ import numpy as np
 from . import fp
 
 TABLE_PATH = Path(__file__).parent / "rsqrt_table.npz"
-GENERATOR = "scripts/rsqrt_table.py"
+GENERATOR = "scripts/gpu/rsqrt_table.py"
 
 
 class MissingRsqrtTable(FileNotFoundError):
@@ -148,7 +148,7 @@ def _rsqrt64_scalar(x: float) -> float:
 #     +-0 -> +-inf; NaN -> DADD x + x; negative -> 0xfff8000000000000; +inf -> +0;
 #     positive subnormal -> the fast path on x * 2^54, result DMUL by 2^27.
 #
-# MUFU.RSQ64H reads only the high 32-bit word. Measured on the H100 (scripts/rsqrt64_table.py):
+# MUFU.RSQ64H reads only the high 32-bit word. Measured on the H100 (scripts/gpu/rsqrt64_table.py):
 # for every positive normal high word, the result is the one for x0 = 4^-k x in [1, 4) with the
 # exponent lowered by k. So the table holds 2 x 2^20 entries (exponent parity, top 20 mantissa
 # bits), stored as the difference from the high word of NumPy's 1 / sqrt(x0).
@@ -161,7 +161,7 @@ def _rsqrt64_scalar(x: float) -> float:
 #   meta                str (JSON)     device, versions, date, command, checks and their counts
 
 TABLE64_PATH = Path(__file__).parent / "rsqrt64_table.npz"
-GENERATOR64 = "scripts/rsqrt64_table.py"
+GENERATOR64 = "scripts/gpu/rsqrt64_table.py"
 # What DADD x + x gives for a NaN x: the table's meta records the rule measured on the GPU
 # ("canonical": one NaN whatever came in; "quiet_input": x with its quiet bit set, sign and payload
 # kept, which is what the H100 does).

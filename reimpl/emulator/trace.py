@@ -10,7 +10,7 @@ wrote or read) or the element it touched, and its values.
 The same steps come from the GPU when the CUDA mirror is compiled with -DREIMPL_TRACING: each thread
 appends a record (block, step code, thread, aux, up to 4 values as raw bits) to a device buffer.
 `Trace.records()` turns an emulator trace into exactly those records, so the two compare bit for bit
-(reimpl/gpu_trace.py, tests/test_trace_gpu.py).
+(reimpl/checks/gpu_trace.py, tests/test_trace_gpu.py).
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import reimpl
-from reimpl.parity import bit_mismatches
+from reimpl.checks.parity import bit_mismatches
 
 pytestmark = pytest.mark.gpu
 

@@ -4,8 +4,9 @@ edge values, layouts, and a random sweep. mean/rstd come from torch's forward on
 import pytest
 import torch
 
-from reimpl import cases_backward as bwd, runtime
-from reimpl.parity import bit_mismatches, compare_case
+from reimpl.checks import cases_backward as bwd
+from reimpl.device import runtime
+from reimpl.checks.parity import bit_mismatches, compare_case
 from tests.conftest import record
 
 pytestmark = pytest.mark.gpu

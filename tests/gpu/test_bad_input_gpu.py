@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import reimpl
-from reimpl import runtime
+from reimpl.device import runtime
 
 pytestmark = pytest.mark.gpu
 
@@ -79,7 +79,7 @@ def test_functional_rms_norm_mixed_dtypes_is_refused():
     rt = runtime.get()
     rt.record = []
     try:
-        with pytest.raises(reimpl.api.FusedRmsNormUnavailable, match="weight dtype torch.float32"):
+        with pytest.raises(reimpl.functional.FusedRmsNormUnavailable, match="weight dtype torch.float32"):
             reimpl.rms_norm(x, (512,), w)
         assert rt.record == []
     finally:

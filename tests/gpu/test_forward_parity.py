@@ -3,9 +3,9 @@ every dtype, both kernel paths, affine or not, edge values, eps, layouts, and a 
 import pytest
 import torch
 
-from reimpl import cases
-from reimpl.parity import compare_case
-from reimpl.parity import bit_mismatches
+from reimpl.checks import cases
+from reimpl.checks.parity import compare_case
+from reimpl.checks.parity import bit_mismatches
 from tests.conftest import record
 
 pytestmark = pytest.mark.gpu
@@ -67,7 +67,7 @@ def test_functional_forms_match_torch_functional(dtype):
 
 def test_runs_on_the_current_stream():
     import reimpl
-    from reimpl import runtime
+    from reimpl.device import runtime
     x = torch.randn(64, 1024, device="cuda")
     s = torch.cuda.Stream()
     rt = runtime.get()
@@ -88,7 +88,7 @@ def test_runs_on_the_current_stream():
 
 def test_both_launch_modes_agree():
     """CuPy's Function.__call__ and the preallocated driver launch run the same kernel identically."""
-    from reimpl import runtime
+    from reimpl.device import runtime
     import reimpl
     x = torch.randn(33, 1000, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(1000, device="cuda", dtype=torch.bfloat16)

@@ -2,8 +2,8 @@
 block and shared memory, as torch.profiler sees both."""
 import pytest
 
-from reimpl import cases, cases_backward as bwd
-from reimpl.record import profile_launches
+from reimpl.checks import cases, cases_backward as bwd
+from reimpl.checks.record import profile_launches
 
 pytestmark = pytest.mark.gpu
 

@@ -1,7 +1,7 @@
 """Measure MUFU.RSQ64H on the GPU, write reimpl/emulator's rsqrt64 table, and check the model.
 
 Usage (on a CUDA machine with CuPy and torch):
-    python scripts/rsqrt64_table.py reimpl/emulator/rsqrt64_table.npz [--random N] [--sass DIR]
+    python scripts/gpu/rsqrt64_table.py reimpl/emulator/rsqrt64_table.npz [--random N] [--sass DIR]
 
 rsqrt(double), as our kernels call it (c10::cuda::compat::rsqrt), compiles to MUFU.RSQ64H on the
 high word of x followed by DMUL/DFMA refinement (reimpl/emulator/rsqrt.py has the sequence). PTX's
@@ -37,10 +37,11 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from reimpl import compile as compile_mod, kernels, nvrtc  # noqa: E402
+from reimpl import kernels  # noqa: E402
+from reimpl.device import compile as compile_mod, nvrtc  # noqa: E402
 from reimpl.emulator import rsqrt as R  # noqa: E402
 
 SOURCE = r"""
@@ -274,7 +275,7 @@ def main() -> None:
     out = Path(args.out)
     meta = {"nan_rule": nan_rule, **device_info(props), "arch": arch, "options": options,
             "date": datetime.date.today().isoformat(),
-            "command": "python " + " ".join([f"scripts/{Path(__file__).name}", *sys.argv[1:]]),
+            "command": "python " + " ".join([f"scripts/gpu/{Path(__file__).name}", *sys.argv[1:]]),
             "reference": "high word of NumPy's 1 / sqrt(x0), x0 = high word << 32",
             "sequence": "y = MUFU.RSQ64H(hi); t = y*y; e = fma(x, -t, 1); p = fma(e, 0.375, 0.5); "
                         "q = y*e; r = fma(p, q, y); slow path: specials, subnormals via 2^54 / 2^27"}
@@ -316,7 +317,7 @@ def main() -> None:
     # 5. the kernel's own rsqrt: RowwiseMomentsCUDAKernel<double, double, false>, N = 1, X = 0
     samples_in, samples_out = np.concatenate(keep_in), np.concatenate(keep_out)
     k = kernels.RowwiseMomentsCUDAKernel[kernels.double, kernels.double, False]
-    prog = compile_mod.build(arch, [k])
+    prog = compile_mod.build(kernels.SOURCE, arch, [k])
     kmod = cupy.cuda.function.Module()
     kmod.load(prog.cubin)
     kfn = kmod.get_function(prog.lowered[k.expr])

@@ -1,6 +1,6 @@
 """Measure the GPU's rsqrtf for every input class the emulator needs; write reimpl/emulator's table.
 
-Usage (on a CUDA machine with CuPy): python scripts/rsqrt_table.py reimpl/emulator/rsqrt_table.npz
+Usage (on a CUDA machine with CuPy): python scripts/gpu/rsqrt_table.py reimpl/emulator/rsqrt_table.npz
 
 Compiled through our NVRTC path with the mirror's numerics options (-ftz=false in particular: with
 flush-to-zero the subnormal inputs would read as zero). Records, per reimpl/emulator/rsqrt.py:
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from reimpl import compile as compile_mod, nvrtc  # noqa: E402
+from reimpl.device import compile as compile_mod, nvrtc  # noqa: E402
 from reimpl.emulator.rsqrt import reference32  # noqa: E402
 
 SOURCE = r"""

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from html import escape
 
+from ..layers import LAYERS
+
 _FONT = "font-family='ui-monospace,SFMono-Regular,Menlo,monospace' font-size='12'"
 _STYLE = ("<style>.b{fill:#f4f6fb;stroke:#3f51b5;stroke-width:1.2}.k{fill:#e8f5e9;stroke:#2e7d32;stroke-width:1.2}"
           ".r{fill:#fff3e0;stroke:#ef6c00;stroke-width:1.2}.e{stroke:#555;stroke-width:1.2;fill:none}"
@@ -138,4 +140,32 @@ def interwarp(root: str) -> str:
                 "Inter-warp merge in compute_stats: halving rounds through a 1.5 x blockDim.y float buffer")
 
 
-DIAGRAMS = {"dispatch": dispatch, "warp_shuffle": warp_shuffle, "interwarp": interwarp}
+def architecture(root: str) -> str:
+    """The package's layers (reimpl/layers.py) as a stack, top to bottom, with one arc per allowed
+    import on the right. The command line, which may reach every layer, gets a note instead of arcs."""
+    w, x0, bw, bh, gap, top = 820, 10, 520, 40, 16, 16
+    index = {layer.name: i for i, layer in enumerate(LAYERS)}
+    ys = {layer.name: top + i * (bh + gap) for i, layer in enumerate(LAYERS)}
+    body = []
+    for layer in LAYERS:
+        cls = "k" if layer.name == "mirror" else "b"
+        body.append(_box(x0, ys[layer.name], bw, bh, layer.name, cls, sub=layer.folder))
+    right = x0 + bw
+    for layer in LAYERS:
+        if layer.name == "cli":
+            body.append(_label(right + 10, ys["cli"] + bh / 2 + 4, "may import every layer below (lazily)"))
+            continue
+        for k, target in enumerate(layer.may_import):
+            span = index[target] - index[layer.name]
+            # an arc's width grows with the layers it skips, so arcs of one span nest instead of crossing
+            y1 = ys[layer.name] + bh / 2 + 4 + 4 * k
+            y2 = ys[target] + bh / 2 - 8 + 4 * k
+            reach = 10 + 30 * span
+            body.append(f"<path class='e' d='M{right},{y1} C{right + reach},{y1} {right + reach},{y2} {right + 2},{y2}' "
+                        "marker-end='url(#ARROW)'/>")
+    h = top + len(LAYERS) * (bh + gap)
+    return _svg("architecture", w, h, body, "The package's layers, top to bottom, and the imports each may make")
+
+
+DIAGRAMS = {"dispatch": dispatch, "warp_shuffle": warp_shuffle, "interwarp": interwarp,
+            "architecture": architecture}

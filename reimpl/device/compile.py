@@ -1,4 +1,8 @@
-"""Compile the CUDA mirror (reimpl/cuda/) with NVRTC, with torch's numerics, and cache the cubin.
+"""Compile a CUDA source tree with NVRTC, with torch's numerics, and cache the cubin.
+
+A `CudaSource` names the tree (a directory, its main file and the kernels it instantiates by
+default); the mirror's is `reimpl.kernels.SOURCE` (reimpl/cuda/). Nothing here knows which kernels
+a tree holds, so other trees (study kernels, the fast path) compile through the same path.
 
 Numerics options, stated explicitly even where they are NVRTC's defaults, because they decide bits:
   -ftz=false        keep subnormals (torch builds without fast math; CuPy's own path adds -ftz=true)
@@ -15,11 +19,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import nvrtc
-from .kernels import Kernel, all_instantiations
+from typing import Callable
 
-CUDA_DIR = Path(__file__).parent / "cuda"
-MAIN_SOURCE = "layer_norm_kernel.cu"
+from . import nvrtc
+
 NUMERICS_OPTIONS = ["-ftz=false", "-prec-div=true", "-prec-sqrt=true", "-fmad=true"]
 # 177 "declared but never referenced": upstream defines entities some instantiations never use
 # (WelfordDataLN's default constructor, kWarpSize in the forward-only program).
@@ -43,17 +46,25 @@ def cuda_include_dir() -> str:
                            "or set REIMPL_CUDA_INCLUDE")
 
 
-def compile_options(arch: str, extra: tuple[str, ...] = ()) -> list[str]:
+@dataclass(frozen=True, eq=False)  # identity hashing: a runtime keys its loaded modules by source
+class CudaSource:
+    """One CUDA source tree: `directory` (also the include path), its `main` file, and the kernels
+    a build instantiates when the caller names none (objects with an `.expr`, a name expression)."""
+    directory: Path
+    main: str
+    default_kernels: Callable[[], list]
+
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        for p in sorted(self.directory.iterdir()):
+            if p.suffix in (".cu", ".cuh", ".h"):
+                h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+        return h.hexdigest()
+
+
+def compile_options(source: CudaSource, arch: str, extra: tuple[str, ...] = ()) -> list[str]:
     return [f"--gpu-architecture={arch}", "-std=c++17", *NUMERICS_OPTIONS, *DIAGNOSTIC_OPTIONS,
-            f"-I{CUDA_DIR}", f"-I{cuda_include_dir()}", *extra]
-
-
-def source_digest() -> str:
-    h = hashlib.sha256()
-    for p in sorted(CUDA_DIR.iterdir()):
-        if p.suffix in (".cu", ".cuh", ".h"):
-            h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
-    return h.hexdigest()
+            f"-I{source.directory}", f"-I{cuda_include_dir()}", *extra]
 
 
 def cache_dir() -> Path:
@@ -66,26 +77,27 @@ def cache_dir() -> Path:
 class Program:
     arch: str
     cubin: bytes
-    lowered: dict[str, str]  # Kernel.expr -> mangled name
+    lowered: dict[str, str]  # kernel.expr -> mangled name
     log: str
     from_cache: bool
 
 
-def build(arch: str, kernels: list[Kernel] | None = None, extra_options: tuple[str, ...] = (),
+def build(source: CudaSource, arch: str, kernels: list | None = None, extra_options: tuple[str, ...] = (),
           use_cache: bool = True) -> Program:
-    """Compile MAIN_SOURCE for `arch` (e.g. "sm_90") with every kernel in `kernels` instantiated."""
-    kernels = all_instantiations() if kernels is None else kernels
+    """Compile `source` for `arch` (e.g. "sm_90") with every kernel in `kernels` instantiated
+    (default: the source's own list)."""
+    kernels = source.default_kernels() if kernels is None else kernels
     exprs = [k.expr for k in kernels]
-    options = compile_options(arch, extra_options)
-    key_src = json.dumps({"src": source_digest(), "opts": options, "exprs": exprs,
+    options = compile_options(source, arch, extra_options)
+    key_src = json.dumps({"src": source.digest(), "opts": options, "exprs": exprs,
                           "nvrtc": nvrtc.version()}, sort_keys=True)
     key = hashlib.sha256(key_src.encode()).hexdigest()[:32]
     path = cache_dir() / f"{arch}-{key}"
     if use_cache and (path / "kernels.cubin").is_file():
         meta = json.loads((path / "meta.json").read_text())
         return Program(arch, (path / "kernels.cubin").read_bytes(), meta["lowered"], meta["log"], True)
-    source = (CUDA_DIR / MAIN_SOURCE).read_text()
-    res = nvrtc.compile_program(source, MAIN_SOURCE, options, exprs)
+    text = (source.directory / source.main).read_text()
+    res = nvrtc.compile_program(text, source.main, options, exprs)
     if use_cache:
         tmp = path.with_name(path.name + f".tmp{os.getpid()}")
         tmp.mkdir(parents=True, exist_ok=True)

@@ -1,11 +1,11 @@
 """A tiny driver for stepping through our kernel's source with cuda-gdb (docs/guide/cuda-gdb.md).
 
-    python scripts/cuda_gdb_demo.py build              compile the debug cubin (-G -lineinfo) into the cache
-    python scripts/cuda_gdb_demo.py run                the debuggee: one 1 x 256 float row through
+    python scripts/gpu/cuda_gdb_demo.py build              compile the debug cubin (-G -lineinfo) into the cache
+    python scripts/gpu/cuda_gdb_demo.py run                the debuggee: one 1 x 256 float row through
                                                        vectorized_layer_norm_kernel<float, float, false>
-    python scripts/cuda_gdb_demo.py commands FILE      write the cuda-gdb command file (line numbers are
+    python scripts/gpu/cuda_gdb_demo.py commands FILE      write the cuda-gdb command file (line numbers are
                                                        looked up in the current source)
-    python scripts/cuda_gdb_demo.py numerics [--json F] debug (-G) kernels against torch on forward cases,
+    python scripts/gpu/cuda_gdb_demo.py numerics [--json F] debug (-G) kernels against torch on forward cases,
                                                        and FFMA/FMUL/FADD counts of the debug and release SASS
 
 `run` uses CuPy alone (no torch), so the process cuda-gdb starts stays small: it loads the debug cubin
@@ -25,15 +25,16 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from reimpl import compile as compile_mod, kernels as K  # noqa: E402
+from reimpl.device import compile as compile_mod  # noqa: E402
+from reimpl import kernels as K  # noqa: E402
 
 DEBUG_OPTIONS = ("-G", "-lineinfo")  # --device-debug: no optimization, locals kept, every line steppable
 KERNEL = K.vectorized_layer_norm_kernel[K.float_, K.float_, False]
 N, EPS = 256, 1e-5
-SOURCE = compile_mod.CUDA_DIR / compile_mod.MAIN_SOURCE
+SOURCE = K.SOURCE.directory / K.SOURCE.main
 
 
 def arch() -> str:
@@ -43,7 +44,7 @@ def arch() -> str:
 
 
 def build(kernels=None, options=DEBUG_OPTIONS, target: str | None = None):
-    return compile_mod.build(target or arch(), kernels or [KERNEL], extra_options=options)
+    return compile_mod.build(K.SOURCE, target or arch(), kernels or [KERNEL], extra_options=options)
 
 
 def run() -> None:
@@ -83,7 +84,7 @@ set pagination off
 set confirm off
 set width 0
 set breakpoint pending on
-directory {compile_mod.CUDA_DIR}
+directory {K.SOURCE.directory}
 echo \\n### 1. break in compute_stats at the warp's shuffle-down loop (pending: the cubin loads at run time)\\n
 break {SOURCE.name}:{shfl} {only_t0}
 run
@@ -139,7 +140,7 @@ continue
 # ---- what -G changes ------------------------------------------------------------------------------------
 
 def numerics_cases():
-    from reimpl.cases import Case
+    from reimpl.checks.cases import Case
     out = []
     for op in ("layer_norm", "rms_norm"):
         for dt in ("fp32", "fp16", "bf16"):
@@ -161,7 +162,7 @@ def sass_counts(cubin: bytes, tool: str, workdir: Path, name: str) -> dict:
 
 def per_line(cubin: bytes, tool: str, workdir: Path, name: str) -> dict:
     """Source line -> folded FP instructions, over every function of the cubin (-G keeps calls)."""
-    sys.path.insert(0, str(ROOT / "scripts"))
+    sys.path.insert(0, str(ROOT / "scripts" / "gpu"))
     import sass_fma_table as S
     path = workdir / f"{name}_lineinfo.cubin"
     path.write_bytes(cubin)
@@ -176,8 +177,8 @@ def per_line(cubin: bytes, tool: str, workdir: Path, name: str) -> dict:
 def numerics(json_out: str | None) -> None:
     import torch
 
-    from reimpl import runtime
-    from reimpl.parity import bit_mismatches
+    from reimpl.device import runtime
+    from reimpl.checks.parity import bit_mismatches
 
     class DebugRuntime(runtime.TorchCupyRuntime):
         """TorchCupyRuntime on the -G build of the forward kernels (replaces its module loader)."""

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .emulator import trace as T
-from .runtime import TorchCupyRuntime
+from ..device.runtime import TorchCupyRuntime
+from ..emulator import trace as T
+from ..kernels import SOURCE
 
 TRACE_SWITCH = "-DREIMPL_TRACING"
 
@@ -28,11 +29,7 @@ class TracingRuntime(TorchCupyRuntime):
 
     def _global(self, name: str):
         import cupy
-        device = self._get_device()
-        st = self._state(device)
-        if st.module is None:
-            st.module = self._load_module(device)
-        _, module = st.module
+        _, module = self._module(self._get_device(), SOURCE)
         g = module.get_global_var(name)  # CuPy 14: the variable's device address (int) or a MemoryPointer
         ptr = g if isinstance(g, int) else g.ptr
         mem = cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(ptr, 8, module), 0)
@@ -56,10 +53,10 @@ class TracingRuntime(TorchCupyRuntime):
 
 
 def trace_gpu(case, capacity: int = 1 << 20):
-    """Run `case` (reimpl.cases.Case) on the GPU with tracing on:
+    """Run `case` (reimpl.checks.cases.Case) on the GPU with tracing on:
     (the CUDA inputs, as views with the case's storage offsets; the outputs on the CPU; records)."""
     import torch
-    from . import runtime
+    from ..device import runtime
     x, w, b = case.make_inputs("cuda")
     rt = TracingRuntime(capacity)
     with runtime.use(rt):

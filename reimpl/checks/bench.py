@@ -69,7 +69,7 @@ def _grid():
 
 
 def _stamp_line() -> str:
-    from reimpl.record import stamp
+    from reimpl.checks.record import stamp
     import cupy
     st = stamp()
     return (f"Device: {st['device']}; torch {st['torch']} (git {st['git'][:12]}), CUDA {st['cuda']}, "

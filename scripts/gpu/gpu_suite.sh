@@ -15,8 +15,8 @@ has() { case " $STEPS " in *" $1 "*) return 0;; esac; return 1; }
 if has env; then
   python3 - > "$OUT/env.json" <<'PY'
 import json, subprocess, torch, cupy
-from reimpl import nvrtc
-from reimpl.record import stamp
+from reimpl.device import nvrtc
+from reimpl.checks.record import stamp
 d = stamp()
 d["cupy"] = cupy.__version__
 d["nvrtc"] = ".".join(map(str, nvrtc.version()))
@@ -44,7 +44,7 @@ if has bench_bwd; then
   python3 -m reimpl bench --backward --out "$OUT/bench_backward.md" || echo "BENCH_BWD FAILED"
 fi
 if has numerics; then
-  python3 scripts/numerics_example.py "$OUT/numerics_example.json" || echo "NUMERICS FAILED"
+  python3 scripts/gpu/numerics_example.py "$OUT/numerics_example.json" || echo "NUMERICS FAILED"
 fi
 if has headers; then
   TI=$(python3 -c "import torch, os; print(os.path.join(os.path.dirname(torch.__file__), 'include'))")

@@ -1,6 +1,6 @@
 """Record torch's forward LayerNorm/RMSNorm bits on a CUDA machine, for the CPU emulator's tests.
 
-Usage (torch 2.11 with CUDA): python scripts/golden_vectors.py tests/golden/emulator_golden_forward.npz
+Usage (torch 2.11 with CUDA): python scripts/gpu/golden_vectors.py tests/golden/emulator_golden_forward.npz
 
 Inputs are stored, not regenerated: torch's CPU and CUDA generators give different values for the
 same seed, so a CPU test could not rebuild them from a `Case`. Everything is stored as raw bits.
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from reimpl.cases import DTYPES, VALUE_KINDS, Case  # noqa: E402
+from reimpl.checks.cases import DTYPES, VALUE_KINDS, Case  # noqa: E402
 
 BITS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -53,7 +53,7 @@ def golden_cases() -> list[Case]:
 
 def main(out_path: str) -> None:
     import torch
-    from reimpl.record import stamp
+    from reimpl.checks.record import stamp
     cases = golden_cases()
     arrays = {}
     for i, case in enumerate(cases):

@@ -1,10 +1,10 @@
 """Build-time step traces for the docs: tiny examples run through the CPU emulator while the site is
 built, shown as tables and as a reduction tree drawn from the trace itself (nothing is pasted).
 
-Directives, each alone on its line (expanded by on_page_markdown before reimpl.docs_render's):
+Directives, each alone on its line (expanded by on_page_markdown before reimpl.docsite.render's):
 
     <!-- trace: op=layer_norm dtype=fp32 shape=1,512 kernel=vectorized_layer_norm_kernel kinds=online,shfl_down -->
-        Emulates a reimpl.cases.Case (op, dtype, shape; optional weight=0, bias=0, x_offset, w_offset,
+        Emulates a reimpl.checks.cases.Case (op, dtype, shape; optional weight=0, bias=0, x_offset, w_offset,
         b_offset, values, seed, eps, norm_ndim) with reimpl.emulator.trace recording, keeps the steps of
         one kernel (the template name before `<`) and one block (block=0), and renders:
           - a caption: the case, the launch (from the host mirror), and how to rerun it with the CLI;
@@ -22,13 +22,13 @@ Directives, each alone on its line (expanded by on_page_markdown before reimpl.d
             call's leaves come from when the default (see `_leaf_source`) cannot tell. A kernel whose
             steps merge nothing (GammaBeta's <32,1,8> tile) gets a note saying so instead of a tree.
     <!-- trace: backward=1 op=layer_norm dtype=fp32 shape=64,32 kernel=GammaBetaBackwardCUDAKernelTemplate stop=gb_out -->
-        The same for the backward: a reimpl.cases_backward.BackwardCase (the options above plus mask=1,1,0,
+        The same for the backward: a reimpl.checks.cases_backward.BackwardCase (the options above plus mask=1,1,0,
         the output_mask, by default every gradient that exists; dy_offset; dy_values), its backward run on
         the emulator with the trace on (`emulate_backward`: mean and rstd from the emulated forward,
         which is not recorded). The kernels: layer_norm_grad_input_kernel, ..._vectorized,
         GammaBetaBackwardCUDAKernelTemplate (blocks numbered blockIdx.x + blockIdx.y * gridDim.x). The
         caption's command is `python -m reimpl trace ... [--backward --mask ...]`, which prints the same
-        steps; `python -m reimpl.docs_traces '<directive>'` (`main`) does too, from the directive itself.
+        steps; `python -m reimpl.docsite.traces '<directive>'` (`main`) does too, from the directive itself.
         Rows and tree edges carry data-* attributes (kind, index, position in the kernel's steps,
         threads, bits) that tests/test_docs_traces_cpu.py reads back. The tables and the tree are kept
         out of the search index (data-search-exclude). A directive line is expanded wherever it
@@ -60,8 +60,8 @@ from html import escape
 
 import numpy as np
 
-from . import manifest as manifest_mod
-from .docs_render import LANG, rel, source_page
+from ..upstream import manifest as manifest_mod
+from .render import LANG, rel, source_page
 
 ROOT = manifest_mod.ROOT
 TRACE = re.compile(r"^<!-- trace: (.*?) -->$", re.M)
@@ -82,8 +82,8 @@ def extra_source_files() -> list[str]:
     trace header and the GPU trace reader (found now, so a new emulator module gets a page too)."""
     files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "reimpl" / "emulator").glob("*.py")
                    if p.name != "__init__.py")
-    return ["reimpl/emulator/__init__.py"] + files + [f for f in ("reimpl/cuda/trace.cuh", "reimpl/gpu_trace.py")
-                                                     if (ROOT / f).exists()]
+    tracers = ("reimpl/cuda/trace.cuh", "reimpl/checks/gpu_trace.py")
+    return ["reimpl/emulator/__init__.py"] + files + [f for f in tracers if (ROOT / f).exists()]
 
 
 def _py_blocks(text: str) -> list[tuple[str, int, int]]:
@@ -184,12 +184,12 @@ class Example:
 
 @functools.lru_cache(maxsize=32)
 def emulate(case) -> Example:
-    """Emulate `case` with the trace on; cached for the build. A reimpl.cases.Case runs the forward;
-    a reimpl.cases_backward.BackwardCase runs the backward (see `emulate_backward`)."""
-    from . import emulator
-    from .cases_backward import BackwardCase
-    from .emulator import trace as T
-    from .plan import host_launches
+    """Emulate `case` with the trace on; cached for the build. A reimpl.checks.cases.Case runs the forward;
+    a reimpl.checks.cases_backward.BackwardCase runs the backward (see `emulate_backward`)."""
+    from .. import emulator
+    from ..checks.cases_backward import BackwardCase
+    from ..emulator import trace as T
+    from ..checks.plan import host_launches
     if isinstance(case, BackwardCase):
         tr, outs = emulate_backward(case)
         return Example(case, tr, tuple(outs), host_launches(case))
@@ -206,8 +206,8 @@ def emulate_backward(case):
     has its seed stream and storage offset). mean and rstd are not the case's (torch's CPU forward,
     whose bits may depend on the CPU): they come from the emulated forward on the same x, weight and
     bias, i.e. the bits the H100's forward hands to the backward, the same on every machine."""
-    from .emulator import api
-    from .emulator import trace as T
+    from ..emulator import api
+    from ..emulator import trace as T
     args = api.backward_args(case)                         # the forward is not recorded
     with T.recording(meta={"case": case.as_dict(), "backward": True}) as tr:
         outs = api.run_backward_case(case, *args)
@@ -237,10 +237,10 @@ def _is_backward(opts: dict) -> bool:
 
 
 def case_of(opts: dict):
-    """A reimpl.cases.Case, or with backward=1 a reimpl.cases_backward.BackwardCase (mask=1,1,0:
+    """A reimpl.checks.cases.Case, or with backward=1 a reimpl.checks.cases_backward.BackwardCase (mask=1,1,0:
     output_mask, default every gradient that exists; dy_offset, dy_values: grad_out's)."""
-    from .cases import Case
-    from .cases_backward import BackwardCase
+    from ..checks.cases import Case
+    from ..checks.cases_backward import BackwardCase
     kw = {"shape": tuple(int(s) for s in opts["shape"].split(","))}
     for key in ("x_offset", "w_offset", "b_offset", "seed", "norm_ndim"):
         if key in opts:
@@ -311,14 +311,14 @@ def _short(v, digits: int = 4) -> str:
 # ---- tables ------------------------------------------------------------------------------------------------
 
 def _aux(kind: str) -> str:
-    from .emulator.trace import KINDS
+    from ..emulator.trace import KINDS
     return KINDS[kind][2]
 
 
 def _default_threads(kind: str, steps) -> list[int]:
     """partner: lanes 0..7 (each with the lane it read); slot: the first 8 threads that wrote or read
     a slot; none: thread 0 (the result every thread holds); anything else: threads 0 and 1."""
-    from .emulator.trace import AUX_NONE
+    from ..emulator.trace import AUX_NONE
     aux = _aux(kind)
     if aux == "partner":
         return list(range(8))
@@ -337,7 +337,7 @@ def _aux_header(aux: str) -> str:
 def table(kind: str, steps, threads: list[int], block_dim, max_steps: int = 16, positions=None) -> str:
     """`positions`: each step's index in the kernel's step list (data-pos, which tells apart two steps
     of one kind and index, such as WarpReduce's two calls)."""
-    from .emulator.trace import AUX_NONE, KINDS
+    from ..emulator.trace import AUX_NONE, KINDS
     _, func, aux, names = KINDS[kind]
     two_d = block_dim[1] > 1
     head = ["step", "thread"] + (["(x, y)"] if two_d else []) + ["lane"] + ([_aux_header(aux)] if aux != "none" else [])
@@ -401,7 +401,7 @@ def _merges(kind: str) -> bool:
 
 
 def _fields(kind: str) -> tuple:
-    from .emulator.trace import KINDS
+    from ..emulator.trace import KINDS
     return KINDS[kind][3]
 
 
@@ -477,7 +477,7 @@ def build_tree(steps, root: int = 0, call: int | None = None, leaves: str | None
     bit for bit (the state moved unchanged: a hop); a thread with no slot (aux -1), or one whose slot
     nothing in the call wrote, starts afresh from what it holds (an identity leaf). The root carries
     `source`, where the leaves came from."""
-    from .emulator.trace import AUX_NONE
+    from ..emulator.trace import AUX_NONE
     cs = calls(steps)
     if not cs:
         return None
@@ -831,7 +831,7 @@ def _caption(case, launch, block: int, args: str, opts: dict, kinds: list[str]) 
 
 
 def trace_block(args: str, page: str = "") -> str:
-    from .emulator.trace import KINDS
+    from ..emulator.trace import KINDS
     opts = parse_directive(args)
     case = case_of(opts)
     ex = emulate(case)
@@ -914,11 +914,11 @@ def expand(markdown: str, page: str, root: str = "") -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """python -m reimpl.docs_traces 'backward=1 op=layer_norm dtype=fp32 shape=2,402 kernel=...': print a
+    """python -m reimpl.docsite.traces 'backward=1 op=layer_norm dtype=fp32 shape=2,402 kernel=...': print a
     directive's steps (its kernel and block, its kinds; the threads its tables show) as text tables,
     forward or backward."""
     import sys
-    from .emulator import trace_view
+    from ..emulator import trace_view
     args = " ".join(sys.argv[1:] if argv is None else argv)
     if not args.strip():
         print(main.__doc__)

@@ -1,10 +1,10 @@
 """Record torch's LayerNorm/RMSNorm backward bits on a CUDA machine, for the CPU emulator's tests.
 
-Usage (torch 2.11 with CUDA): python scripts/golden_vectors_backward.py tests/golden/emulator_golden_backward.npz
+Usage (torch 2.11 with CUDA): python scripts/gpu/golden_vectors_backward.py tests/golden/emulator_golden_backward.npz
 
-Three groups, in one compressed npz with a `meta` entry (JSON: reimpl.record.stamp(), the groups):
+Three groups, in one compressed npz with a `meta` entry (JSON: reimpl.checks.record.stamp(), the groups):
 
-- `cases`: small `BackwardCase`s (reimpl/cases_backward.py) covering both grad-input kernels, every
+- `cases`: small `BackwardCase`s (reimpl/checks/cases_backward.py) covering both grad-input kernels, every
   GammaBeta tile with aligned_grid true and false, every dtype, LN and RMS, the affine combinations,
   every output_mask and the value kinds in the input and in grad_out. Inputs are torch's (made on the
   GPU, mean and rstd from torch's forward) and are stored, as raw bits: b{i}_dy, _x, _mean, _rstd,
@@ -31,10 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from reimpl.cases import DTYPES  # noqa: E402
-from reimpl.cases_backward import BackwardCase  # noqa: E402
+from reimpl.checks.cases import DTYPES  # noqa: E402
+from reimpl.checks.cases_backward import BackwardCase  # noqa: E402
 
 BITS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 STORAGE = {"fp32": np.float32, "fp64": np.float64, "fp16": np.float16, "bf16": np.uint16}
@@ -212,7 +212,7 @@ def _cuda(a: np.ndarray | None, dt: str):
 
 def main(out_path: str) -> None:
     import torch
-    from reimpl.record import stamp
+    from reimpl.checks.record import stamp
     arrays, meta_cases, meta_tall, meta_sums = {}, [], [], []
     for i, case in enumerate(golden_cases()):
         dy, x, mean, rstd, w, b = case.make_args("cuda")
@@ -243,7 +243,7 @@ def main(out_path: str) -> None:
                 arrays[f"t{i}_{name}"] = _bits(t)
         meta_tall.append({**c, "sha256": digest(*d.values())})
         del dev, outs
-    from reimpl.record import profile_launches
+    from reimpl.checks.record import profile_launches
     for i, p in enumerate(sum_probes()):
         a = probe_input(p)
         t = _cuda(a, p["dtype"])

@@ -3,7 +3,7 @@ each launch as torch's profiler would (full demangled signature, grid, block, an
 dynamic `nshared` plus the kernel's static shared memory, read from our compiled cubin)."""
 from __future__ import annotations
 
-from . import runtime
+from ..device import runtime
 
 
 def host_launches(case) -> list[runtime.Launch]:
@@ -16,8 +16,9 @@ def host_launches(case) -> list[runtime.Launch]:
 
 def kernel_facts(arch: str = "sm_90") -> dict[str, tuple[str, int]]:
     """Kernel.expr -> (demangled signature, static shared bytes), from our cubin."""
-    from . import compile as compile_mod, cubin
-    prog = compile_mod.build(arch)
+    from ..device import compile as compile_mod, cubin
+    from ..kernels import SOURCE
+    prog = compile_mod.build(SOURCE, arch)
     static = cubin.static_shared_bytes(prog.cubin)
     names = cubin.demangle(list(prog.lowered.values()))
     return {expr: (full, static.get(m, 0)) for (expr, m), full in zip(prog.lowered.items(), names)}

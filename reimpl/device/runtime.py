@@ -5,6 +5,10 @@ getCurrentDeviceProperties(), the <<<...>>> launch). Our host mirror reaches the
 `runtime.current`, which is either a `TorchCupyRuntime` (launches for real on torch's current
 stream, kernels loaded into CuPy from our NVRTC cubin) or a `RecordingRuntime` (records each launch;
 runs on a CPU-only machine, which is how launch plans are tested without a GPU).
+
+A kernel here is any object with `.name` (as the profiler prints it), `.expr` (its NVRTC name
+expression), `.source` (the `CudaSource` that instantiates it), `.template.params` (parameter kinds)
+and `.T_ACC` (the accumulate type): the mirror's are in reimpl/kernels.py. This layer imports none.
 """
 from __future__ import annotations
 
@@ -15,8 +19,6 @@ import threading
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from .kernels import Kernel
 
 # The H100's limits, used when recording on a machine without a GPU.
 H100_PROPERTIES = {"maxGridSize": (2147483647, 65535, 65535), "warpSize": 32, "multiProcessorCount": 132}
@@ -41,7 +43,7 @@ def dim3(x, y=1, z=1) -> tuple[int, int, int]:
     return (int(x), int(y), int(z))
 
 
-def _pack(kernel: Kernel, args) -> tuple:
+def _pack(kernel, args) -> tuple:
     """C-typed kernel arguments: int -> int32, int64, T_ACC -> float32/float64, pointer -> 64 bits."""
     out = []
     for kind, a in zip(kernel.template.params, args, strict=True):
@@ -62,7 +64,7 @@ class RecordingRuntime:
     def __init__(self, properties: dict | None = None):
         self.properties = dict(properties or H100_PROPERTIES)
         self.launches: list[Launch] = []
-        self.calls: list[tuple[Kernel, Launch, tuple]] = []  # with the arguments, for replay (emulator)
+        self.calls: list[tuple[object, Launch, tuple]] = []  # with the arguments, for replay (emulator)
 
     def getCurrentCUDAStream(self, device_index: int | None = None) -> int:
         return 0
@@ -73,7 +75,7 @@ class RecordingRuntime:
     def warp_size(self) -> int:
         return self.properties["warpSize"]
 
-    def launch(self, kernel: Kernel, grid, block, shared: int, stream: int, *args) -> None:
+    def launch(self, kernel, grid, block, shared: int, stream: int, *args) -> None:
         _pack(kernel, args)  # same argument checks as a real launch
         launch = Launch(kernel.name, dim3(grid), dim3(block), int(shared), stream)
         self.launches.append(launch)
@@ -90,8 +92,8 @@ class _Stream:
 
 @dataclass
 class _DeviceState:
-    functions: dict = field(default_factory=dict)  # Kernel -> launcher
-    module: object = None                          # (Program, cupy Module) once loaded
+    functions: dict = field(default_factory=dict)  # kernel -> launcher
+    modules: dict = field(default_factory=dict)    # CudaSource -> (Program, cupy Module), once loaded
     properties: dict | None = None
 
 
@@ -102,7 +104,7 @@ class _DriverLaunch:
     """cuLaunchKernel (through CuPy's driver binding) on a CuPy-loaded function, with one
     preallocated argument block per kernel and thread: a launch costs a few stores and one call."""
 
-    def __init__(self, fn_ptr: int, kernel: Kernel):
+    def __init__(self, fn_ptr: int, kernel):
         from cupy.cuda import driver
         self._launch = driver.launchKernel
         self._fn = fn_ptr
@@ -171,21 +173,27 @@ class TorchCupyRuntime:
     def warp_size(self) -> int:
         return self.getCurrentDeviceProperties()["warpSize"]
 
-    def _function(self, device: int, kernel: Kernel):
+    def _module(self, device: int, source):
+        """(Program, cupy Module) of `source` on `device`, compiled and loaded on first use."""
         st = self._state(device)
-        if st.module is None:
-            st.module = self._load_module(device)
-        prog, module = st.module
+        loaded = st.modules.get(source)
+        if loaded is None:
+            loaded = st.modules[source] = self._load_module(device, source)
+        return loaded
+
+    def _function(self, device: int, kernel):
+        st = self._state(device)
+        prog, module = self._module(device, kernel.source)
         fn = module.get_function(prog.lowered[kernel.expr])
         launcher = _DriverLaunch(fn.ptr, kernel) if self.launch_mode == "driver" else fn
         st.functions[kernel] = launcher
         return launcher
 
-    def _load_module(self, device: int):
+    def _load_module(self, device: int, source):
         import cupy
         from . import compile as compile_mod
         props = self.getCurrentDeviceProperties()
-        prog = compile_mod.build(f"sm_{props['major']}{props['minor']}", extra_options=self.compile_extra)
+        prog = compile_mod.build(source, f"sm_{props['major']}{props['minor']}", extra_options=self.compile_extra)
         with cupy.cuda.Device(device):
             module = cupy.cuda.function.Module()
             module.load(prog.cubin)
@@ -202,7 +210,7 @@ class TorchCupyRuntime:
         cupy.cuda.runtime.setDevice(device)
         ready.add(device)
 
-    def launch(self, kernel: Kernel, grid, block, shared: int, stream: int, *args) -> None:
+    def launch(self, kernel, grid, block, shared: int, stream: int, *args) -> None:
         device = self._get_device()
         ready = getattr(self._thread, "ready", ())
         if device not in ready:

@@ -1,12 +1,12 @@
 """Find one row of values that F.layer_norm turns into different bits on its two CUDA paths.
 
-Run on a CUDA machine with torch 2.11:  python scripts/numerics_example.py results/numerics_example.json
+Run on a CUDA machine with torch 2.11:  python scripts/gpu/numerics_example.py results/numerics_example.json
 
 The same values are normalized twice by torch itself: once in a fresh tensor (16-byte aligned, so
 the vectorized kernel runs) and once at a storage offset of one element (misaligned, so
 RowwiseMomentsCUDAKernel + LayerNormForwardCUDAKernel run). Seeds are tried in order until out,
 mean or rstd differ in at least one bit. The profiler confirms which kernels ran. The JSON written
-to argv[1] feeds the docs' numerics page (reimpl/docs_render.py).
+to argv[1] feeds the docs' numerics page (reimpl/docsite/render.py).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Which floating-point instructions the SASS of our kernels executes, per source line.
 
 Usage (needs nvdisasm, e.g. from the CUDA toolkit or pip's nvidia-cuda-nvdisasm; no GPU):
-    python scripts/sass_fma_table.py results/sass_fma_table.md [--arch sm_90] [--nvdisasm PATH]
+    python scripts/gpu/sass_fma_table.py results/sass_fma_table.md [--arch sm_90] [--nvdisasm PATH]
         [--kernels all|forward|backward] [--save-sass DIR]
 
 Compiles every kernel instantiation (reimpl.kernels.all_instantiations()) in one NVRTC program with
@@ -46,10 +46,11 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from reimpl import compile as compile_mod, kernels as K, nvrtc  # noqa: E402
+from reimpl import kernels as K  # noqa: E402
+from reimpl.device import compile as compile_mod, nvrtc  # noqa: E402
 
 FP_OPS = re.compile(r"^(FFMA|FMUL|FADD|FFMA32I|FMUL32I|FADD32I|FMNMX|DFMA|DMUL|DADD|HFMA2|HADD2|HMUL2|"
                     r"MUFU|FCHK|F2F|F2FP|I2F|I2FP|F2I|FRND)(\.|$)")
@@ -177,7 +178,7 @@ def summarize(tokens: list[str]) -> list[tuple[str, int]]:
 
 
 def source_lines() -> dict[str, list[str]]:
-    return {p.name: p.read_text().splitlines() for p in sorted(compile_mod.CUDA_DIR.iterdir())
+    return {p.name: p.read_text().splitlines() for p in sorted(K.SOURCE.directory.iterdir())
             if p.suffix in (".cu", ".cuh", ".h")}
 
 
@@ -294,7 +295,7 @@ def main() -> None:
     tool = find_tool("nvdisasm", args.nvdisasm)
     ks = {"all": K.all_instantiations, "forward": K.forward_instantiations,
           "backward": K.backward_instantiations}[args.kernels]()
-    prog = compile_mod.build(args.arch, ks, extra_options=("-lineinfo",))
+    prog = compile_mod.build(K.SOURCE, args.arch, ks, extra_options=("-lineinfo",))
     work = args.save_sass or Path("/tmp") / f"sass_fma_table_{args.arch}"
     work.mkdir(parents=True, exist_ok=True)
     cubin = work / "kernels_lineinfo.cubin"
@@ -307,11 +308,11 @@ def main() -> None:
     per_kernel = kernel_table(ks, parsed, prog.lowered, src)
     tool_version = subprocess.run([tool, "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
     digest = hashlib.sha256(prog.cubin).hexdigest()[:16]
-    stamp = [f"Made by `python scripts/sass_fma_table.py {' '.join(sys.argv[1:])}` on "
+    stamp = [f"Made by `python scripts/gpu/sass_fma_table.py {' '.join(sys.argv[1:])}` on "
              f"{datetime.date.today().isoformat()}: NVRTC {'.'.join(map(str, nvrtc.version()))}, "
              f"arch {args.arch}, options `{' '.join(compile_mod.NUMERICS_OPTIONS)} -lineinfo` (with the "
              f"usual `-std=c++17` and includes), nvdisasm `{tool_version}`.",
-             f"{len(ks)} kernel instantiations; sources sha256 `{compile_mod.source_digest()[:16]}`, "
+             f"{len(ks)} kernel instantiations; sources sha256 `{K.SOURCE.digest()[:16]}`, "
              f"cubin sha256 `{digest}`."]
     text = render(per_kernel, src, stamp)
     Path(args.out).write_text(text)

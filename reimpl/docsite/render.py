@@ -2,10 +2,11 @@
 
     {% symbol NAME %}        upstream permalink + our-source link (from reference/upstream.json) and our
                              code, included by snippet section (never pasted)
-    {% diagram NAME %}       an inline SVG from reimpl.docs_diagrams
+    {% diagram NAME %}       an inline SVG from reimpl.docsite.diagrams
     {% parity %}             tables from the committed GPU summaries in results/
     {% numerics_example %}   results/numerics_example.json, or "not yet measured"
     {% symbol_index %}       every manifest symbol with its docs anchor, upstream lines and our file
+    {% layers %}             the package's layers (reimpl/layers.py): folder, purpose, what each may import
 
 Each directive sits alone on its line. An unknown directive is an error, so a typo fails the build.
 """
@@ -16,8 +17,9 @@ import posixpath
 import re
 from pathlib import Path
 
-from . import manifest as manifest_mod
-from .docs_diagrams import DIAGRAMS
+from ..layers import LAYERS
+from ..upstream import manifest as manifest_mod
+from .diagrams import DIAGRAMS
 
 ROOT = manifest_mod.ROOT
 RESULTS = ROOT / "results"
@@ -127,7 +129,7 @@ def numerics_example() -> str:
     d = _load("numerics_example.json")
     if d is None:
         return ("!!! warning \"Not yet measured\"\n    `results/numerics_example.json` is not in the repository yet. "
-                "It is written by `scripts/numerics_example.py` on a CUDA machine with torch 2.11.\n")
+                "It is written by `scripts/gpu/numerics_example.py` on a CUDA machine with torch 2.11.\n")
     out = [_stamp(d), f"- **input**: `{d['dtype']}`, shape `{d['shape']}`, `torch.randn` with seed {d['seed']} "
            f"(found after {d['tries']} seed(s)), eps {d['eps']}, no weight or bias\n",
            f"- **kernels, aligned input**: {', '.join(f'`{k}`' for k in d['kernels']['aligned'])}\n",
@@ -139,6 +141,14 @@ def numerics_example() -> str:
         if d["diffs"][t]:
             out.append(_bits_rows(d["diffs"][t]))
     return "".join(out)
+
+
+def layers_table() -> str:
+    rows = ["| layer | where | what it holds | may import |", "|---|---|---|---|"]
+    for layer in LAYERS:
+        may = ", ".join(layer.may_import) or "nothing else of reimpl"
+        rows.append(f"| **{layer.name}** | `{layer.folder}` | {layer.purpose} | {may} |")
+    return "\n".join(rows) + "\n"
 
 
 def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
@@ -158,6 +168,8 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return numerics_example()
         if kind == "symbol_index" and not arg:
             return symbol_index(m, page)
+        if kind == "layers" and not arg:
+            return layers_table()
         raise ValueError(f"{page}: unknown directive {match.group(0)!r}")
 
     return DIRECTIVE.sub(one, markdown)

@@ -1,0 +1,66 @@
+"""The package's layers, in one table: which folder (or modules) each holds, what it is for, and
+which layers it may import. The architecture page draws its diagram from this table and
+tests/test_layers_cpu.py checks every import in the package (lazy ones too) against it.
+Imports nothing, so anything may read it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    modules: tuple[str, ...]     # dotted module names or package prefixes ("reimpl.device")
+    folder: str                  # where a reader finds it
+    purpose: str                 # one sentence
+    may_import: tuple[str, ...]  # other layers (a layer may always import itself)
+
+
+# Top to bottom: a layer may import only layers listed after it.
+LAYERS = (
+    Layer("cli", ("reimpl.cli", "reimpl.__main__"), "reimpl/cli.py",
+          "The command line (`python -m reimpl`): the one entry point that reaches every layer, each lazily.",
+          ("docsite", "checks", "emulator", "public", "mirror", "upstream", "device")),
+    Layer("docsite", ("reimpl.docsite",), "reimpl/docsite/",
+          "Builds the reading site: MkDocs hooks, directives, diagrams, build-time traces, link checks.",
+          ("checks", "emulator", "mirror", "upstream")),
+    Layer("checks", ("reimpl.checks",), "reimpl/checks/",
+          "Holds the mirror to torch: case matrices, bit parity, torch's recorded launches, launch plans, "
+          "benchmarks, the GPU's step trace.",
+          ("emulator", "public", "mirror", "device")),
+    Layer("emulator", ("reimpl.emulator",), "reimpl/emulator/",
+          "The bit-exact CPU twin of every kernel, with step traces; it replays the host mirror's launches.",
+          ("mirror", "device")),
+    Layer("public", ("reimpl", "reimpl.api", "reimpl.autograd", "reimpl.functional", "reimpl.nn"),
+          "reimpl/ (api, autograd, functional, nn)",
+          "The public face: aten's contracts, autograd, torch.nn.functional's signatures and drop-in modules.",
+          ("mirror",)),
+    Layer("mirror", ("reimpl.layer_norm_kernel", "reimpl.layer_norm_checks", "reimpl.aten_shim", "reimpl.kernels"),
+          "reimpl/ (layer_norm_kernel, layer_norm_checks, aten_shim, kernels) and reimpl/cuda/",
+          "Upstream's code under upstream's names: the host half in Python, the device half in CUDA.",
+          ("device",)),
+    Layer("upstream", ("reimpl.upstream",), "reimpl/upstream/",
+          "The pinned upstream: the symbol-to-line-range manifest and the fetch of the upstream text.",
+          ()),
+    Layer("device", ("reimpl.device",), "reimpl/device/",
+          "Device plumbing with nothing LayerNorm-specific: NVRTC, the cubin cache, runtimes, cubin reading.",
+          ()),
+)
+
+BY_NAME = {layer.name: layer for layer in LAYERS}
+
+
+def layer_of(module: str) -> str | None:
+    """The layer a dotted module name belongs to (the longest matching entry wins); None outside
+    reimpl, and for this table itself."""
+    if module == "reimpl.layers":
+        return None
+    best, best_len = None, -1
+    for layer in LAYERS:
+        for m in layer.modules:
+            # the package root names itself only: a new module must be placed in the table
+            inside = module.startswith(m + ".") and m != "reimpl"
+            if (module == m or inside) and len(m) > best_len:
+                best, best_len = layer.name, len(m)
+    return best
