@@ -50,8 +50,16 @@ def _cmd_plan(args) -> int:
     return 0
 
 
+def _cmd_doctor(args) -> int:
+    from .checks.doctor import report
+    print(report())
+    return 0
+
+
 def _cmd_parity(args) -> int:
     import torch
+    from .checks.doctor import report
+    print(report(), end="\n\n")
     if not torch.cuda.is_available():
         print("parity needs a CUDA GPU (torch.cuda.is_available() is False)", file=sys.stderr)
         return 2
@@ -83,6 +91,8 @@ def _cmd_parity(args) -> int:
 
 def _cmd_bench(args) -> int:
     from .checks.bench import run, run_backward
+    from .checks.doctor import report
+    print(report(), end="\n\n")
     text = run_backward() if args.backward else run()
     print(text)
     if args.out:
@@ -167,6 +177,8 @@ def main(argv=None) -> int:
     pl.add_argument("--mask", default="1,1,1", help="backward output_mask, e.g. 1,0,1")
     pl.add_argument("--dy-offset", type=int, default=0)
     pl.set_defaults(fn=_cmd_plan)
+    d = sub.add_parser("doctor", help="your torch, CUDA, GPU, CuPy and NVRTC against the pin, with a verdict")
+    d.set_defaults(fn=_cmd_doctor)
     pa = sub.add_parser("parity", help="compare the mirror's bits with torch's on the GPU")
     pa.add_argument("--quick", action="store_true", help="skip the large shape grid")
     pa.add_argument("--random", type=int, default=2000, help="random sweep size (the backward's is half)")

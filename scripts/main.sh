@@ -8,13 +8,24 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 [ -d .venv ] || "$PY" -m venv --system-site-packages .venv
 . .venv/bin/activate
-python -c "import torch" 2>/dev/null || python -m pip install -q "torch==2.13.0"
+# torch: a machine with an NVIDIA driver and no torch gets the pin (PyPI's Linux wheel of 2.11.0 is
+# the CUDA 13.0 build of git 70d99e998b49); a machine that has torch keeps it, and `parity` (or `doctor`)
+# says which release it is and what the version matrix says about its bits. Without a GPU, parity
+# cannot run, so the CPU wheel on this image's disk is enough.
+if ! python -c "import torch" 2>/dev/null; then
+  if nvidia-smi -L >/dev/null 2>&1; then
+    python -m pip install -q "torch==2.11.0"
+  else
+    python -m pip install -q "torch==2.13.0"
+  fi
+fi
 if python -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
   python -m pip install -q -e ".[gpu,docs]"
   python -m reimpl compile --arch "sm_$(python -c 'import torch; a, b = torch.cuda.get_device_capability(); print(f"{a}{b}")')"
-  python -m reimpl parity "$@"
+  python -m reimpl parity "$@"   # prints `doctor`'s report first
 else
   python -m pip install -q -e ".[docs]"
+  python -m reimpl doctor
   python -m reimpl compile --arch sm_90
   echo "No CUDA GPU here: parity needs one. The launch plans the host mirror makes:"
   for shape in 4096,1024 64,1023; do

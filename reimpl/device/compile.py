@@ -82,6 +82,16 @@ class Program:
     from_cache: bool
 
 
+def cache_path(source: CudaSource, arch: str, kernels: list | None = None,
+               extra_options: tuple[str, ...] = ()) -> Path:
+    """Where `build` keeps (or would keep) this compilation: a key over the source text, the options,
+    the kernels and the NVRTC version, so any change to one of them compiles afresh."""
+    kernels = source.default_kernels() if kernels is None else kernels
+    key_src = json.dumps({"src": source.digest(), "opts": compile_options(source, arch, extra_options),
+                          "exprs": [k.expr for k in kernels], "nvrtc": nvrtc.version()}, sort_keys=True)
+    return cache_dir() / f"{arch}-{hashlib.sha256(key_src.encode()).hexdigest()[:32]}"
+
+
 def build(source: CudaSource, arch: str, kernels: list | None = None, extra_options: tuple[str, ...] = (),
           use_cache: bool = True) -> Program:
     """Compile `source` for `arch` (e.g. "sm_90") with every kernel in `kernels` instantiated
@@ -89,10 +99,7 @@ def build(source: CudaSource, arch: str, kernels: list | None = None, extra_opti
     kernels = source.default_kernels() if kernels is None else kernels
     exprs = [k.expr for k in kernels]
     options = compile_options(source, arch, extra_options)
-    key_src = json.dumps({"src": source.digest(), "opts": options, "exprs": exprs,
-                          "nvrtc": nvrtc.version()}, sort_keys=True)
-    key = hashlib.sha256(key_src.encode()).hexdigest()[:32]
-    path = cache_dir() / f"{arch}-{key}"
+    path = cache_path(source, arch, kernels, extra_options)
     if use_cache and (path / "kernels.cubin").is_file():
         meta = json.loads((path / "meta.json").read_text())
         return Program(arch, (path / "kernels.cubin").read_bytes(), meta["lowered"], meta["log"], True)
