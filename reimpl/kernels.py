@@ -1,102 +1,38 @@
-"""The CUDA kernels of the mirror as Python objects: C types, kernel templates and the
-instantiations we compile. A `Kernel` prints exactly as torch's profiler names the upstream
-kernel (``vectorized_layer_norm_kernel<c10::BFloat16, float, false>``), which is how launch
-plans are compared with torch's recorded launches.
+"""The CUDA kernels of the mirror as Python objects: upstream's kernel templates with their
+signatures, and the instantiations we compile. A `Kernel` (reimpl/device/kernel.py) prints exactly
+as torch's profiler names the upstream kernel (``vectorized_layer_norm_kernel<c10::BFloat16, float,
+false>``), which is how launch plans are compared with torch's recorded launches.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from .device.compile import CudaSource
+from .device.kernel import BFloat16, CType, Half, Kernel, KernelTemplate, double, float_, sizeof  # noqa: F401
 
-
-@dataclass(frozen=True, eq=False)  # singletons: identity hashing keeps kernel lookups cheap
-class CType:
-    """A C++ scalar type as the kernels see it: its spelling, size and NumPy twin (for scalars)."""
-    name: str
-    itemsize: int
-    np_scalar: type | None
-
-    def __str__(self) -> str:
-        return self.name
-
-
-float_ = CType("float", 4, np.float32)
-double = CType("double", 8, np.float64)
-Half = CType("c10::Half", 2, None)
-BFloat16 = CType("c10::BFloat16", 2, None)
-
-
-def sizeof(t: CType) -> int:
-    return t.itemsize
-
-
-def _template_arg(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return f"{v}u"  # upstream's tile sizes are `unsigned int` template parameters
-    return str(v)
-
-
-# Parameter kinds of a kernel signature, used to pack launch arguments:
-#   "int" (32-bit), "int64", "T_ACC" (the accumulate type), "ptr" (any pointer; 0 is nullptr).
-class KernelTemplate:
-    """`tmpl[T, T_ACC, rms_norm]` is the instantiation, the same object every time."""
-
-    def __init__(self, name: str, params: tuple[str, ...]):
-        self.name = name
-        self.params = params
-        self._instances: dict[tuple, Kernel] = {}
-
-    def __getitem__(self, targs) -> "Kernel":
-        k = self._instances.get(targs)
-        if k is None:
-            k = self._instances[targs] = Kernel(self, tuple(targs))
-        return k
-
-    def __repr__(self) -> str:
-        return f"KernelTemplate({self.name!r})"
-
-
-class Kernel:
-    """One instantiation: its name as torch's profiler prints it, and its NVRTC name expression."""
-
-    def __init__(self, template: KernelTemplate, targs: tuple):
-        self.template = template
-        self.targs = targs
-        self.name = f"{template.name}<{', '.join(_template_arg(a) for a in targs)}>"
-        self.expr = f"at::native::{self.name}"  # instantiates it under NVRTC
-        self.T_ACC: CType = targs[1]
-        self.source = SOURCE  # the tree that instantiates it (the device runtime loads per source)
-
-    def __repr__(self) -> str:
-        return f"Kernel({self.name!r})"
-
-    def __str__(self) -> str:
-        return self.name
+# The mirror's CUDA tree: what `reimpl.device.compile.build(SOURCE, arch)` compiles.
+SOURCE = CudaSource(Path(__file__).parent / "cuda", "layer_norm_kernel.cu", lambda: all_instantiations())
+NAMESPACE = "at::native"
 
 
 # Signatures, in upstream's parameter order (layer_norm_kernel.cu).
 RowwiseMomentsCUDAKernel = KernelTemplate(
-    "RowwiseMomentsCUDAKernel", ("int64", "T_ACC", "ptr", "ptr", "ptr"))
+    "RowwiseMomentsCUDAKernel", ("int64", "T_ACC", "ptr", "ptr", "ptr"), SOURCE, NAMESPACE)
 LayerNormForwardCUDAKernel = KernelTemplate(
-    "LayerNormForwardCUDAKernel", ("int64", "ptr", "ptr", "ptr", "ptr", "ptr", "ptr"))
+    "LayerNormForwardCUDAKernel", ("int64", "ptr", "ptr", "ptr", "ptr", "ptr", "ptr"), SOURCE, NAMESPACE)
 vectorized_layer_norm_kernel = KernelTemplate(
-    "vectorized_layer_norm_kernel", ("int", "T_ACC", "ptr", "ptr", "ptr", "ptr", "ptr", "ptr"))
+    "vectorized_layer_norm_kernel", ("int", "T_ACC", "ptr", "ptr", "ptr", "ptr", "ptr", "ptr"), SOURCE, NAMESPACE)
 
 FORWARD_TEMPLATES = (RowwiseMomentsCUDAKernel, LayerNormForwardCUDAKernel, vectorized_layer_norm_kernel)
 
 _GRAD_INPUT_PARAMS = ("ptr", "ptr", "ptr", "ptr", "ptr", "ptr", "int")
-layer_norm_grad_input_kernel = KernelTemplate("layer_norm_grad_input_kernel", _GRAD_INPUT_PARAMS)
+layer_norm_grad_input_kernel = KernelTemplate("layer_norm_grad_input_kernel", _GRAD_INPUT_PARAMS, SOURCE, NAMESPACE)
 layer_norm_grad_input_kernel_vectorized = KernelTemplate("layer_norm_grad_input_kernel_vectorized",
-                                                         _GRAD_INPUT_PARAMS)
+                                                         _GRAD_INPUT_PARAMS, SOURCE, NAMESPACE)
 # <T, T_ACC, block_dim_x, block_dim_y, rows_per_block_y, partial_reduction, aligned_grid, rms_norm>
 GammaBetaBackwardCUDAKernelTemplate = KernelTemplate(
-    "GammaBetaBackwardCUDAKernelTemplate", ("int64", "int64", "ptr", "ptr", "ptr", "ptr", "ptr", "ptr"))
+    "GammaBetaBackwardCUDAKernelTemplate", ("int64", "int64", "ptr", "ptr", "ptr", "ptr", "ptr", "ptr"), SOURCE,
+    NAMESPACE)
 
 # (block_dim_x, block_dim_y, rows_per_block_y, partial_reduction) of each GammaBeta instantiation
 # the host code names: ConfigureAndLaunchGammaBetaBackwardKernel's four tiles with both values of
@@ -136,6 +72,3 @@ def backward_instantiations() -> list[Kernel]:
 def all_instantiations() -> list[Kernel]:
     return forward_instantiations() + backward_instantiations()
 
-
-# The mirror's CUDA tree: what `reimpl.device.compile.build(SOURCE, arch)` compiles.
-SOURCE = CudaSource(Path(__file__).parent / "cuda", "layer_norm_kernel.cu", all_instantiations)

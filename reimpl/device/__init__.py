@@ -2,6 +2,7 @@
 
     nvrtc.py     a ctypes binding of NVRTC (compile, name lowering, version)
     compile.py   `CudaSource` and `build`: compile a source tree with torch's numerics, cache the cubin
+    kernel.py    C scalar types, `KernelTemplate` and `Kernel`: a kernel's name, name expression and tree
     runtime.py   where host code meets a device: torch's current stream, device properties, launches
                  (TorchCupyRuntime launches for real; RecordingRuntime records, on any machine)
     cubin.py     facts read off a cubin without a GPU (static shared memory, demangled names)

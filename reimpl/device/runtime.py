@@ -6,9 +6,8 @@ getCurrentDeviceProperties(), the <<<...>>> launch). Our host mirror reaches the
 stream, kernels loaded into CuPy from our NVRTC cubin) or a `RecordingRuntime` (records each launch;
 runs on a CPU-only machine, which is how launch plans are tested without a GPU).
 
-A kernel here is any object with `.name` (as the profiler prints it), `.expr` (its NVRTC name
-expression), `.source` (the `CudaSource` that instantiates it), `.template.params` (parameter kinds)
-and `.T_ACC` (the accumulate type): the mirror's are in reimpl/kernels.py. This layer imports none.
+A kernel here is a `reimpl.device.kernel.Kernel` (or anything with its `.name`, `.expr`, `.source`,
+`.template.params` and `.T_ACC`); the mirror's are declared in reimpl/kernels.py.
 """
 from __future__ import annotations
 
