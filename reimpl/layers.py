@@ -24,7 +24,7 @@ LAYERS = (
           ("docsite", "checks", "emulator", "public", "ladder", "mirror", "upstream", "device")),
     Layer("docsite", ("reimpl.docsite",), "reimpl/docsite/",
           "Builds the reading site: MkDocs hooks, directives, diagrams, build-time traces, link checks.",
-          ("checks", "emulator", "mirror", "upstream")),
+          ("checks", "emulator", "ladder", "mirror", "upstream")),
     Layer("checks", ("reimpl.checks",), "reimpl/checks/",
           "Holds the mirror to torch: case matrices, bit parity, torch's recorded launches, launch plans, "
           "benchmarks, the GPU's step trace.",

@@ -23,10 +23,10 @@ def bound(rung: str, dtype: str, family: str) -> tuple[float, str]:
             return float("inf"), "E[x^2] - mean^2 cancels: no bound (asserted as a measured fact instead)"
         # x - mean loses what the mean's rounding (about |mean| * sqrt(N) * u) is of the row's spread;
         # rows of 3 values near 1e4 can have a spread of a few thousandths
-        return 2.0 ** -2, "mean rounding relative to the spread: |mean|/std * sqrt(N) * u"
+        return 2.0 ** -2, "mean rounding relative to the spread: mean/std · sqrt(N) · u"
     if family == "constant" and rung in TWO_PASS_RUNGS + ("warp_sums",):
         # sum(x) of N equal values is not exact, and (x - mean) is then scaled by eps^-1/2 = 316
-        return 0.5, "inexact sum of equal values, amplified by 1/sqrt(eps): N * u * |x| * 316"
+        return 0.5, "inexact sum of equal values, amplified by 1/sqrt(eps): N · u · x · 316"
     if family == "constant" and rung in WELFORD_RUNGS:
         return store, "Welford's mean of equal values is exact, so only the store rounds"
     if rung == "warp_sums":
@@ -36,4 +36,4 @@ def bound(rung: str, dtype: str, family: str) -> tuple[float, str]:
         return store + 64 * 2.0 ** -24, "a sum of squares cannot cancel: a few u"
     # two-pass and Welford: order (1 + |mean|/std) * sqrt(N) * u, and rows of 3 random values reach
     # |mean|/std of tens: 2^-15 is 512 u
-    return store + 2.0 ** -15, "stable statistics: (1 + |mean|/std) * sqrt(N) * u"
+    return store + 2.0 ** -15, "stable statistics: (1 + mean/std) · sqrt(N) · u"
