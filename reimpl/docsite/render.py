@@ -7,6 +7,7 @@
     {% numerics_example %}   results/numerics_example.json, or "not yet measured"
     {% symbol_index %}       every manifest symbol with its docs anchor, upstream lines and our file
     {% layers %}             the package's layers (reimpl/layers.py): folder, purpose, what each may import
+    {% ladder_* ARG %}       the study ladder's tables and charts (reimpl/docsite/ladder_tables.py)
 
 Each directive sits alone on its line. An unknown directive is an error, so a typo fails the build.
 """
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from ..layers import LAYERS
 from ..upstream import manifest as manifest_mod
+from . import ladder_tables
 from .diagrams import DIAGRAMS
 
 ROOT = manifest_mod.ROOT
@@ -170,6 +172,16 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return symbol_index(m, page)
         if kind == "layers" and not arg:
             return layers_table()
+        if kind == "ladder_errors" and arg:
+            return ladder_tables.errors(arg)
+        if kind == "ladder_bandwidth" and arg:
+            return ladder_tables.bandwidth(arg)
+        if kind == "ladder_training" and arg:
+            return ladder_tables.training(arg)
+        if kind == "ladder_chart" and arg:
+            return f'<div class="diagram-box">{ladder_tables.chart(arg)}</div>'
+        if kind == "ladder_stamp" and not arg:
+            return ladder_tables.stamp()
         raise ValueError(f"{page}: unknown directive {match.group(0)!r}")
 
     return DIRECTIVE.sub(one, markdown)

@@ -1,0 +1,127 @@
+"""The ladder's accuracy, measured: for a rung, a dtype, an input family and a shape, the largest
+error of y against a float64 reference, the largest distance to torch's F.layer_norm output in units
+in the last place of the storage type, the share of outputs bit-identical to torch's, and the
+largest relative error of rstd. tests/gpu/test_ladder_gpu.py asserts each rung's stated bound on
+these; scripts/gpu/ladder_errors.py writes the table the ladder pages render."""
+from __future__ import annotations
+
+FAMILIES = ("normal", "offset_1e4", "scale_1e-3", "scale_1e3", "constant")
+NS = (1, 3, 768, 1000, 4096, 12288)
+MS = (1, 37, 65536)
+
+
+def all_rungs() -> list[str]:
+    from ..ladder import rungs, triton_rungs
+    return list(rungs.RUNGS) + list(triton_rungs.NAMES)
+
+
+def is_rms(rung: str) -> bool:
+    from ..ladder import rungs
+    return rung == "triton_rms" or (rung in rungs.RUNGS and rungs.RUNGS[rung].rms_norm)
+
+
+def runner(rung: str):
+    """The launcher of a rung, CUDA or Triton: (x, weight, bias, eps) -> (y, mean, rstd)."""
+    from ..ladder import rungs, triton_rungs
+    if rung in rungs.RUNGS:
+        return lambda *a: rungs.run(rung, *a)
+    return lambda *a: triton_rungs.run(rung, *a)
+
+
+def shapes():
+    """(M, N) pairs measured: every M with every N, except M = 65536 with N >= 4096 (the naive
+    rung alone would take minutes there, and the long rows are covered at M = 37)."""
+    return [(M, N) for M in MS for N in NS if not (M == 65536 and N >= 4096)]
+
+
+def make_input(family: str, M: int, N: int, dtype, seed: int = 0):
+    import torch
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(M, N, device="cuda", dtype=torch.float64, generator=g)
+    if family == "offset_1e4":
+        x = x + 1e4  # the mean dwarfs the spread
+    elif family == "scale_1e-3":
+        x = x * 1e-3
+    elif family == "scale_1e3":
+        x = x * 1e3
+    elif family == "constant":
+        x = torch.full((M, N), 0.7, device="cuda", dtype=torch.float64) + torch.randn(M, 1, device="cuda",
+                                                                                    dtype=torch.float64, generator=g)
+    elif family != "normal":
+        raise ValueError(family)
+    w = 1 + 0.1 * torch.randn(N, device="cuda", dtype=torch.float64, generator=g)
+    b = 0.1 * torch.randn(N, device="cuda", dtype=torch.float64, generator=g)
+    return x.to(dtype), w.to(dtype), b.to(dtype)
+
+
+MANTISSA_BITS = {"float32": 23, "float16": 10, "bfloat16": 7}
+
+
+def ulps(diff, scale, dtype_name: str):
+    """|diff| in units in the last place of the storage type at magnitude max(|scale|, 1): outputs of
+    a LayerNorm are O(1), so near zero an ulp of 1 is the yardstick (counting bit patterns between
+    1e-30 and -1e-30 would call two near-zeros billions of ulps apart)."""
+    import torch
+    exp = torch.floor(torch.log2(scale.abs().clamp(min=1.0)))
+    return diff.abs() / torch.exp2(exp - MANTISSA_BITS[dtype_name])
+
+
+def measure(rung: str, dtype, family: str, M: int, N: int, eps: float = 1e-5) -> dict:
+    import torch
+    import torch.nn.functional as F
+    rms = is_rms(rung)
+    x, w, b = make_input(family, M, N, dtype)
+    if rms:
+        b = None
+    y, mean, rstd = runner(rung)(x, w, b, eps)
+    xd, wd = x.double(), w.double()
+    mu = torch.zeros(M, 1, dtype=torch.float64, device="cuda") if rms else xd.mean(-1, keepdim=True)
+    var = (xd * xd).mean(-1, keepdim=True) if rms else ((xd - mu) ** 2).mean(-1, keepdim=True)
+    rs = torch.rsqrt(var + eps)
+    ref = (xd - mu) * rs * wd + (0 if b is None else b.double())
+    theirs = F.rms_norm(x, (N,), w, eps) if rms else F.layer_norm(x, (N,), w, b, eps)
+    name = str(dtype).removeprefix("torch.")
+    td = theirs.double()
+    same = (y.view(torch.int16 if y.element_size() == 2 else torch.int32)
+            == theirs.view(torch.int16 if y.element_size() == 2 else torch.int32))
+    err = (y.double() - ref).abs()
+    return {"rung": rung, "dtype": name, "family": family, "M": M, "N": N,
+            "max_abs_err": float(err.max()),
+            "max_ref": float(ref.abs().max()),
+            # the accuracy tests bound this: the error relative to the output's scale (at least 1)
+            "rel_err": float((err / ref.abs().clamp(min=1.0)).max()),
+            "max_ulp_to_torch": float(ulps(y.double() - td, td, name).max()),
+            "identical_to_torch": float(same.double().mean()),
+            "rstd_rel_err": float(((rstd.double().view(M, 1) - rs) / rs).abs().max())}
+
+
+def measure_backward(rung: str, dtype, M: int, N: int, eps: float = 1e-5) -> dict:
+    """A Triton rung's gradients against float64 autograd, beside torch's own: the largest error of
+    dX, dW and dB relative to each gradient's scale, ours and torch's, on the normal family."""
+    import torch
+    import torch.nn.functional as F
+    from ..ladder import triton_rungs
+    rms = is_rms(rung)
+    x, w, b = make_input("normal", M, N, dtype)
+    dy = torch.randn(M, N, device="cuda", dtype=torch.float64, generator=torch.Generator(device="cuda").manual_seed(1))
+
+    def grads(fn, cast):
+        # fresh leaves each time: .to() of the same dtype returns the tensor itself, whose .grad would add up
+        xs, ws = (t.detach().to(cast).clone().requires_grad_(True) for t in (x, w))
+        bs = None if rms else b.detach().to(cast).clone().requires_grad_(True)
+        y = fn(xs, ws, bs)
+        y.backward(dy.to(cast))
+        return [t.grad.double() for t in (xs, ws, bs) if t is not None]
+
+    torch_fn = ((lambda x_, w_, b_: F.rms_norm(x_, (N,), w_, eps)) if rms
+                else (lambda x_, w_, b_: F.layer_norm(x_, (N,), w_, b_, eps)))
+    ours_fn = ((lambda x_, w_, b_: triton_rungs.rms_norm(x_, w_, eps)) if rms
+               else (lambda x_, w_, b_: triton_rungs.layer_norm(x_, w_, b_, eps)))
+    ref, theirs, ours = grads(torch_fn, torch.float64), grads(torch_fn, dtype), grads(ours_fn, dtype)
+
+    def rel(a, r):
+        return float(((a - r).abs() / r.abs().max().clamp(min=1e-30)).max())
+    names = ("dx", "dw", "db")
+    return {"rung": rung, "dtype": str(dtype).removeprefix("torch."), "M": M, "N": N,
+            **{f"{n}_rel_err": rel(o, r) for n, o, r in zip(names, ours, ref)},
+            **{f"{n}_rel_err_torch": rel(t, r) for n, t, r in zip(names, theirs, ref)}}

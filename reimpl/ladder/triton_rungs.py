@@ -1,0 +1,204 @@
+"""The ladder's Triton rungs: LayerNorm and RMSNorm forward, autotuned over the number of warps,
+one program per row (rows addressed through a stride), and their backward: dX per row, and
+dgamma/dbeta as per-program partial sums in a buffer that a second kernel reduces. The forward
+follows the structure of Triton's layer-norm tutorial; the deterministic two-kernel reduction of
+the weight gradients replaces the tutorial's locked accumulation. Written by us.
+
+Triton is imported on first use, so the package imports (and the site builds) without it.
+`layer_norm(x, w, b, eps)` and `rms_norm(x, w, eps)` are differentiable; `run(name, x, w, b, eps)`
+gives the ladder's `(y, mean, rstd)`.
+"""
+from __future__ import annotations
+
+import functools
+
+MAX_FUSED_BYTES = 65536  # a row up to this size is held in registers by one program
+
+
+@functools.cache
+def _kernels():
+    import triton
+    import triton.language as tl
+
+    warps = [triton.Config({}, num_warps=w) for w in (1, 2, 4, 8, 16)]
+
+    @triton.autotune(configs=warps, key=["N", "BLOCK"])
+    @triton.jit
+    def ln_fwd(X, Y, W, B, Mean, Rstd, stride, N, eps, BLOCK: tl.constexpr, HAS_W: tl.constexpr,
+               HAS_B: tl.constexpr, RMS: tl.constexpr):
+        row = tl.program_id(0)
+        X += row * stride
+        Y += row * stride
+        # pass 1: the mean (skipped for RMSNorm), in BLOCK-wide tiles so any N works
+        acc = tl.zeros([BLOCK], dtype=tl.float32)
+        if not RMS:
+            for off in range(0, N, BLOCK):
+                cols = off + tl.arange(0, BLOCK)
+                acc += tl.load(X + cols, mask=cols < N, other=0.0).to(tl.float32)
+            mean = tl.sum(acc, axis=0) / N
+        else:
+            mean = 0.0
+        # pass 2: the variance about that mean (two-pass, so no cancellation)
+        acc = tl.zeros([BLOCK], dtype=tl.float32)
+        for off in range(0, N, BLOCK):
+            cols = off + tl.arange(0, BLOCK)
+            x = tl.load(X + cols, mask=cols < N, other=0.0).to(tl.float32)
+            d = tl.where(cols < N, x - mean, 0.0)
+            acc += d * d
+        rstd = 1 / tl.sqrt(tl.sum(acc, axis=0) / N + eps)
+        if not RMS:
+            tl.store(Mean + row, mean)
+        tl.store(Rstd + row, rstd)
+        # pass 3: normalise (a row within BLOCK is one tile: the loads above hit L1/L2)
+        for off in range(0, N, BLOCK):
+            cols = off + tl.arange(0, BLOCK)
+            mask = cols < N
+            x = tl.load(X + cols, mask=mask, other=0.0).to(tl.float32)
+            y = (x - mean) * rstd
+            if HAS_W:
+                y = y * tl.load(W + cols, mask=mask).to(tl.float32)
+            if HAS_B:
+                y = y + tl.load(B + cols, mask=mask).to(tl.float32)
+            tl.store(Y + cols, y.to(Y.dtype.element_ty), mask=mask)
+
+    @triton.jit
+    def ln_bwd_dx(X, DY, DX, W, Mean, Rstd, DW_part, DB_part, stride, M, N, rows_per_prog,
+                  BLOCK: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, RMS: tl.constexpr):
+        # one program takes rows_per_prog rows: dX for each, and its own partial dW / dB row
+        pid = tl.program_id(0)
+        cols = tl.arange(0, BLOCK)
+        mask = cols < N
+        if HAS_W:
+            w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+        else:
+            w = tl.full([BLOCK], 1.0, dtype=tl.float32)
+        dw = tl.zeros([BLOCK], dtype=tl.float32)
+        db = tl.zeros([BLOCK], dtype=tl.float32)
+        for r in range(0, rows_per_prog):
+            row = pid * rows_per_prog + r
+            if row < M:
+                x = tl.load(X + row * stride + cols, mask=mask, other=0.0).to(tl.float32)
+                dy = tl.load(DY + row * stride + cols, mask=mask, other=0.0).to(tl.float32)
+                rstd = tl.load(Rstd + row)
+                if RMS:
+                    xhat = tl.where(mask, x * rstd, 0.0)
+                else:
+                    xhat = tl.where(mask, (x - tl.load(Mean + row)) * rstd, 0.0)
+                g = dy * w
+                c1 = tl.sum(xhat * g, axis=0) / N
+                if RMS:
+                    dx = (g - xhat * c1) * rstd
+                else:
+                    c2 = tl.sum(g, axis=0) / N
+                    dx = (g - (xhat * c1 + c2)) * rstd
+                tl.store(DX + row * stride + cols, dx.to(DX.dtype.element_ty), mask=mask)
+                dw += dy * xhat
+                db += dy
+        if HAS_W:
+            tl.store(DW_part + pid * N + cols, dw, mask=mask)
+        if HAS_B:
+            tl.store(DB_part + pid * N + cols, db, mask=mask)
+
+    @triton.jit
+    def column_sum(Part, Out, P, N, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr):
+        # the second kernel: sum the P partial rows of each column block, in a fixed order
+        pid = tl.program_id(0)
+        cols = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+        acc = tl.zeros([BLOCK_P, BLOCK_N], dtype=tl.float32)
+        for p0 in range(0, P, BLOCK_P):
+            rows = p0 + tl.arange(0, BLOCK_P)
+            m = (rows[:, None] < P) & (cols[None, :] < N)
+            acc += tl.load(Part + rows[:, None] * N + cols[None, :], mask=m, other=0.0)
+        tl.store(Out + cols, tl.sum(acc, axis=0).to(Out.dtype.element_ty), mask=cols < N)
+
+    return triton, ln_fwd, ln_bwd_dx, column_sum
+
+
+def _block(N: int, itemsize: int) -> int:
+    import triton
+    return min(triton.next_power_of_2(N), MAX_FUSED_BYTES // itemsize)
+
+
+def forward(x, weight, bias, eps: float, rms: bool):
+    import torch
+    triton, ln_fwd, _, _ = _kernels()
+    N = x.shape[-1]
+    X = x.reshape(-1, N)
+    if X.stride(-1) != 1:
+        X = X.contiguous()
+    M = X.shape[0]
+    Y = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    mean = torch.empty(M, dtype=torch.float32, device=x.device)
+    rstd = torch.empty(M, dtype=torch.float32, device=x.device)
+    if M and N:
+        ln_fwd[(M,)](X, Y, weight, bias, mean, rstd, X.stride(0), N, eps, BLOCK=_block(N, x.element_size()),
+                     HAS_W=weight is not None, HAS_B=bias is not None, RMS=rms)
+    return Y.view(x.shape), mean.view(x.shape[:-1]), rstd.view(x.shape[:-1])
+
+
+def backward(dy, x, weight, bias, mean, rstd, rms: bool):
+    import torch
+    triton, _, ln_bwd_dx, column_sum = _kernels()
+    N = x.shape[-1]
+    X, DY = x.reshape(-1, N).contiguous(), dy.reshape(-1, N).contiguous()
+    M = X.shape[0]
+    BLOCK = triton.next_power_of_2(N)
+    if BLOCK * 4 > MAX_FUSED_BYTES:
+        raise NotImplementedError(f"the Triton backward rung holds a row in registers: N <= {MAX_FUSED_BYTES // 4}")
+    programs = min(M, 4 * torch.cuda.get_device_properties(x.device).multi_processor_count) or 1
+    rows_per_prog = -(-M // programs)
+    DX = torch.empty_like(X)
+    part = torch.empty((2, programs, N), dtype=torch.float32, device=x.device)
+    ln_bwd_dx[(programs,)](X, DY, DX, weight, mean, rstd, part[0], part[1], N, M, N, rows_per_prog,
+                           BLOCK=BLOCK, HAS_W=weight is not None, HAS_B=bias is not None, RMS=rms,
+                           num_warps=8 if BLOCK >= 4096 else 4)
+    grads = []
+    for i, p in enumerate((weight, bias)):
+        if p is None:
+            grads.append(None)
+            continue
+        out = torch.empty(N, dtype=p.dtype, device=p.device)
+        column_sum[(triton.cdiv(N, 64),)](part[i], out, programs, N, BLOCK_P=32, BLOCK_N=64)
+        grads.append(out)
+    return DX.view(x.shape), grads[0], grads[1]
+
+
+def _function():
+    import torch
+
+    class TritonNorm(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, weight, bias, eps, rms):
+            y, mean, rstd = forward(x, weight, bias, eps, rms)
+            ctx.save_for_backward(x, weight, bias, mean, rstd)
+            ctx.rms = rms
+            return y
+
+        @staticmethod
+        def backward(ctx, dy):
+            x, weight, bias, mean, rstd = ctx.saved_tensors
+            dx, dw, db = backward(dy, x, weight, bias, mean, rstd, ctx.rms)
+            return dx, dw, db, None, None
+
+    return TritonNorm
+
+
+_fn = functools.cache(_function)
+
+
+def layer_norm(x, weight=None, bias=None, eps: float = 1e-5):
+    return _fn().apply(x, weight, bias, float(eps), False)
+
+
+def rms_norm(x, weight=None, eps: float = 1e-5):
+    return _fn().apply(x, weight, None, float(eps), True)
+
+
+def run(name: str, x, weight=None, bias=None, eps: float = 1e-5):
+    """The ladder's launcher signature: (y, mean, rstd); mean is None for RMSNorm."""
+    rms = name == "triton_rms"
+    y, mean, rstd = forward(x, weight, None if rms else bias, float(eps), rms)
+    return y, (None if rms else mean), rstd
+
+
+NAMES = ("triton_ln", "triton_rms")

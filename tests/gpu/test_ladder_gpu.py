@@ -1,0 +1,69 @@
+"""GPU: every CUDA rung of the study ladder keeps the accuracy its page states
+(reimpl/ladder/accuracy.py), on every input family, storage type and shape of
+reimpl.checks.ladder_errors; and the facts the pages build on hold: the one-pass rung's variance
+collapses on offset data where Welford's does not, and Welford's statistics of a constant row are
+exact."""
+import pytest
+import torch
+
+from reimpl.checks.ladder_errors import FAMILIES, all_rungs, measure, measure_backward, shapes
+from reimpl.ladder import accuracy
+
+pytestmark = pytest.mark.gpu
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+def _needs_triton(rung):
+    if rung.startswith("triton"):
+        pytest.importorskip("triton", reason="the Triton rungs need Triton (on the GPU machine: 3.6)")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).removeprefix("torch."))
+@pytest.mark.parametrize("rung", all_rungs())
+def test_rung_within_its_stated_bound(rung, dtype, family):
+    _needs_triton(rung)
+    name = str(dtype).removeprefix("torch.")
+    limit, why = accuracy.bound(rung, name, family)
+    worst = max((measure(rung, dtype, family, M, N) for M, N in shapes()), key=lambda r: r["rel_err"])
+    assert worst["rel_err"] <= limit, f"{worst} exceeds {limit} ({why})"
+
+
+def test_one_pass_variance_cancels_on_offset_data():
+    """Measured fact: with |mean| = 1e4 and std 1, E[x^2] - mean^2 in float32 loses the variance
+    (rstd off by orders of magnitude); Welford's rstd stays within a few percent."""
+    one_pass = measure("warp_sums", torch.float32, "offset_1e4", 37, 4096)
+    welford = measure("warp_welford", torch.float32, "offset_1e4", 37, 4096)
+    assert one_pass["rstd_rel_err"] > 1.0, one_pass
+    assert welford["rstd_rel_err"] < 0.1, welford
+
+
+@pytest.mark.parametrize("rung", accuracy.WELFORD_RUNGS)
+def test_welford_normalises_a_constant_row_exactly(rung):
+    """Every Welford update of a constant row has delta = 0 after the first, so the mean is the value
+    itself and y = bias exactly; the two-pass sum is not exact and 1/sqrt(eps) amplifies its error."""
+    for M, N in ((37, 12288), (1, 1000)):
+        assert measure(rung, torch.float32, "constant", M, N)["max_abs_err"] == 0.0
+    assert measure("naive", torch.float32, "constant", 37, 12288)["max_abs_err"] > 0.0
+
+
+def test_rms_rung_against_torch_rms_norm():
+    """The RMSNorm rung (one pass, no cancellation possible) stays within a few ulps of torch's."""
+    for dtype in DTYPES:
+        r = measure("rms_warp_sumsq", dtype, "normal", 37, 4096)
+        assert r["max_ulp_to_torch"] <= 8, r
+
+
+@pytest.mark.parametrize("shape", [(37, 768), (4096, 1000), (3, 12288)], ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=lambda d: str(d).removeprefix("torch."))
+@pytest.mark.parametrize("rung", ["triton_ln", "triton_rms"])
+def test_triton_backward_no_worse_than_torch(rung, dtype, shape):
+    """dX, dW (and dB) of the Triton rungs, against float64 autograd: within BACKWARD_FACTOR times
+    torch's own error, plus the storage type's rounding."""
+    _needs_triton(rung)
+    r = measure_backward(rung, dtype, *shape)
+    store = accuracy.STORAGE_ROUNDING[r["dtype"]]
+    for g in ("dx", "dw", "db"):
+        if f"{g}_rel_err" in r:
+            assert r[f"{g}_rel_err"] <= accuracy.BACKWARD_FACTOR * r[f"{g}_rel_err_torch"] + 2 * store, (g, r)
