@@ -6,6 +6,7 @@
     {% ladder_training DTYPE %}   forward+backward GB/s of the Triton rungs and torch
     {% ladder_chart DTYPE %}      the forward table as an inline SVG bar chart (no JavaScript, no CDN)
     {% ladder_stamp %}            device, versions, date and method of the runs
+    {% ladder_ncu %}              Nsight Compute's view of torch's vectorized forward
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from ..ladder import accuracy
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 ERRORS = RESULTS / "ladder_errors.json"
 BENCH = RESULTS / "ladder_bench.json"
+NCU = RESULTS / "ncu_torch_forward.json"
 # the order a reader climbs: torch and the copy are the yardsticks at the end
 ORDER = ("naive", "warp_sums", "warp_welford", "block_welford", "block_cached", "block_vec", "apex",
          "triton_ln", "rms_warp_sumsq", "triton_rms", "torch_layer_norm", "torch_rms_norm", "copy")
@@ -142,3 +144,17 @@ def chart(dtype: str) -> str:
     return (f"<svg xmlns='http://www.w3.org/2000/svg' class='diagram' data-diagram='ladder-{dtype}' role='img' "
             f"viewBox='0 0 {w} {y}' width='100%' style='max-width:{w}px' {font}><title>{escape(title)}</title>"
             + "".join(body) + "</svg>")
+
+
+def ncu() -> str:
+    d = _load(NCU)
+    if d is None:
+        return MISSING.format(cmd="OUT=dir bash scripts/gpu/ncu_torch_forward.sh", file=NCU.name)
+    lines = [f"*{d['device']}, torch {d['torch']}, {d['date']}; `{d['command']}`.*\n",
+             "| dtype | M x N | kernel time | thread instructions per element | issue slots busy "
+             "| DRAM throughput (% of peak) |", "|---|---|---:|---:|---:|---:|"]
+    for c in d["cases"]:
+        lines.append(f"| {c['dtype']} | {c['M']} x {c['N']} | {c['kernel_us']:.1f} µs "
+                     f"| {c['thread_instructions_per_element']:.1f} | {c['issue_active_pct']:.1f}% "
+                     f"| {c['dram_throughput_pct_of_peak']:.1f}% |")
+    return "\n".join(lines) + "\n"

@@ -182,6 +182,8 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return f'<div class="diagram-box">{ladder_tables.chart(arg)}</div>'
         if kind == "ladder_stamp" and not arg:
             return ladder_tables.stamp()
+        if kind == "ladder_ncu" and not arg:
+            return ladder_tables.ncu()
         raise ValueError(f"{page}: unknown directive {match.group(0)!r}")
 
     return DIRECTIVE.sub(one, markdown)

@@ -22,44 +22,65 @@ def _kernels():
 
     warps = [triton.Config({}, num_warps=w) for w in (1, 2, 4, 8, 16)]
 
-    @triton.autotune(configs=warps, key=["N", "BLOCK"])
+    @triton.autotune(configs=warps, key=["N", "BLOCK", "ONE_TILE"])
     @triton.jit
     def ln_fwd(X, Y, W, B, Mean, Rstd, stride, N, eps, BLOCK: tl.constexpr, HAS_W: tl.constexpr,
-               HAS_B: tl.constexpr, RMS: tl.constexpr):
+               HAS_B: tl.constexpr, RMS: tl.constexpr, ONE_TILE: tl.constexpr):
         row = tl.program_id(0)
         X += row * stride
         Y += row * stride
-        # pass 1: the mean (skipped for RMSNorm), in BLOCK-wide tiles so any N works
-        acc = tl.zeros([BLOCK], dtype=tl.float32)
-        if not RMS:
-            for off in range(0, N, BLOCK):
-                cols = off + tl.arange(0, BLOCK)
-                acc += tl.load(X + cols, mask=cols < N, other=0.0).to(tl.float32)
-            mean = tl.sum(acc, axis=0) / N
-        else:
-            mean = 0.0
-        # pass 2: the variance about that mean (two-pass, so no cancellation)
-        acc = tl.zeros([BLOCK], dtype=tl.float32)
-        for off in range(0, N, BLOCK):
-            cols = off + tl.arange(0, BLOCK)
-            x = tl.load(X + cols, mask=cols < N, other=0.0).to(tl.float32)
-            d = tl.where(cols < N, x - mean, 0.0)
-            acc += d * d
-        rstd = 1 / tl.sqrt(tl.sum(acc, axis=0) / N + eps)
-        if not RMS:
-            tl.store(Mean + row, mean)
-        tl.store(Rstd + row, rstd)
-        # pass 3: normalise (a row within BLOCK is one tile: the loads above hit L1/L2)
-        for off in range(0, N, BLOCK):
-            cols = off + tl.arange(0, BLOCK)
+        if ONE_TILE:
+            # the whole row fits one tile: read it once and keep it in registers for all three steps
+            cols = tl.arange(0, BLOCK)
             mask = cols < N
             x = tl.load(X + cols, mask=mask, other=0.0).to(tl.float32)
-            y = (x - mean) * rstd
+            if RMS:
+                mean = 0.0
+            else:
+                mean = tl.sum(x, axis=0) / N
+            d = tl.where(mask, x - mean, 0.0)
+            rstd = 1 / tl.sqrt(tl.sum(d * d, axis=0) / N + eps)
+            if not RMS:
+                tl.store(Mean + row, mean)
+            tl.store(Rstd + row, rstd)
+            y = d * rstd
             if HAS_W:
                 y = y * tl.load(W + cols, mask=mask).to(tl.float32)
             if HAS_B:
                 y = y + tl.load(B + cols, mask=mask).to(tl.float32)
             tl.store(Y + cols, y.to(Y.dtype.element_ty), mask=mask)
+        else:
+            # longer rows, in BLOCK-wide tiles. Pass 1: the mean (skipped for RMSNorm)
+            acc = tl.zeros([BLOCK], dtype=tl.float32)
+            if not RMS:
+                for off in range(0, N, BLOCK):
+                    cols = off + tl.arange(0, BLOCK)
+                    acc += tl.load(X + cols, mask=cols < N, other=0.0).to(tl.float32)
+                mean = tl.sum(acc, axis=0) / N
+            else:
+                mean = 0.0
+            # pass 2: the variance about that mean (two-pass, so no cancellation)
+            acc = tl.zeros([BLOCK], dtype=tl.float32)
+            for off in range(0, N, BLOCK):
+                cols = off + tl.arange(0, BLOCK)
+                x = tl.load(X + cols, mask=cols < N, other=0.0).to(tl.float32)
+                d = tl.where(cols < N, x - mean, 0.0)
+                acc += d * d
+            rstd = 1 / tl.sqrt(tl.sum(acc, axis=0) / N + eps)
+            if not RMS:
+                tl.store(Mean + row, mean)
+            tl.store(Rstd + row, rstd)
+            # pass 3: normalise
+            for off in range(0, N, BLOCK):
+                cols = off + tl.arange(0, BLOCK)
+                mask = cols < N
+                x = tl.load(X + cols, mask=mask, other=0.0).to(tl.float32)
+                y = (x - mean) * rstd
+                if HAS_W:
+                    y = y * tl.load(W + cols, mask=mask).to(tl.float32)
+                if HAS_B:
+                    y = y + tl.load(B + cols, mask=mask).to(tl.float32)
+                tl.store(Y + cols, y.to(Y.dtype.element_ty), mask=mask)
 
     @triton.jit
     def ln_bwd_dx(X, DY, DX, W, Mean, Rstd, DW_part, DB_part, stride, M, N, rows_per_prog,
@@ -131,8 +152,9 @@ def forward(x, weight, bias, eps: float, rms: bool):
     mean = torch.empty(M, dtype=torch.float32, device=x.device)
     rstd = torch.empty(M, dtype=torch.float32, device=x.device)
     if M and N:
-        ln_fwd[(M,)](X, Y, weight, bias, mean, rstd, X.stride(0), N, eps, BLOCK=_block(N, x.element_size()),
-                     HAS_W=weight is not None, HAS_B=bias is not None, RMS=rms)
+        block = _block(N, x.element_size())
+        ln_fwd[(M,)](X, Y, weight, bias, mean, rstd, X.stride(0), N, eps, BLOCK=block,
+                     HAS_W=weight is not None, HAS_B=bias is not None, RMS=rms, ONE_TILE=N <= block)
     return Y.view(x.shape), mean.view(x.shape[:-1]), rstd.view(x.shape[:-1])
 
 
