@@ -28,7 +28,7 @@ LAYERS = (
     Layer("checks", ("reimpl.checks",), "reimpl/checks/",
           "Holds the mirror to torch: case matrices, bit parity, torch's recorded launches, launch plans, "
           "benchmarks, the GPU's step trace.",
-          ("emulator", "public", "ladder", "mirror", "device")),
+          ("emulator", "public", "ladder", "mirror", "upstream", "device")),
     Layer("emulator", ("reimpl.emulator",), "reimpl/emulator/",
           "The bit-exact CPU twin of every kernel, with step traces; it replays the host mirror's launches.",
           ("mirror", "device")),
@@ -44,8 +44,9 @@ LAYERS = (
           "Upstream's code under upstream's names: the host half in Python, the device half in CUDA.",
           ("device",)),
     Layer("upstream", ("reimpl.upstream",), "reimpl/upstream/",
-          "The pinned upstream: the symbol-to-line-range manifest and the fetch of the upstream text.",
-          ()),
+          "The pinned upstream and its releases: the symbol-to-line-range manifest, the fetch of the upstream "
+          "text, and each torch release's own layer_norm_kernel.cu kernels read off its wheel.",
+          ("device",)),
     Layer("device", ("reimpl.device",), "reimpl/device/",
           "Device plumbing with nothing LayerNorm-specific: NVRTC, the cubin cache, runtimes, cubin reading.",
           ()),

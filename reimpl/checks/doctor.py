@@ -46,16 +46,16 @@ def verdict(torch_version: str, git_version: str | None, matrix: dict | None = N
     runs = gpu.get("releases", {}).get(release)
     static = matrix.get("releases", {}).get(release)
     dispatch = (static or {}).get("dispatch_differences") or []
-    host = (f"; host dispatch differs from {TORCH_VERSION} in {len(dispatch)} way(s): "
-            + "; ".join(dispatch)) if dispatch else ""
-    if not runs:
+    host = ("; known host-side differences: " + "; ".join(dispatch)) if dispatch else ""
+    if not runs or "forward" not in runs:
         known = " (its kernel binaries are listed, but were not run on a GPU)" if static else ""
         return UNTESTED, f"torch {release} is not in the version matrix{known}{host}"
-    differ = sorted(f for f, r in runs["families"].items() if r["mismatched_cases"])
-    total = sum(r["cases"] for r in runs["families"].values())
+    families = {**runs["forward"], **{f"bwd_{k}": v for k, v in runs["backward"].items()}}
+    differ = sorted(f for f, r in families.items() if r["mismatched_cases"] or r.get("absent"))
+    total = sum(r["cases"] for r in runs["forward"].values()) + sum(r["cases"] for r in runs["backward"].values())
     if not differ:
-        return PROVEN, (f"torch {release}'s own kernels gave the mirror's bits in all {total} cases run on "
-                        f"{runs.get('device', 'the GPU')}{host}")
+        return PROVEN, (f"torch {release}'s own kernels gave the mirror's bits in every kernel family "
+                        f"({total} family-case checks on {gpu.get('device', 'the GPU')}){host}")
     return DIFFER, f"torch {release}'s kernels differ: expect these groups to differ: {', '.join(differ)}{host}"
 
 
@@ -110,6 +110,8 @@ def report(env: dict | None = None) -> str:
                                   if "warm" in cache else cache.get("error", "?"))]
     if env.get("torch"):
         v, why = verdict(env["torch"], env.get("torch_git"))
+        if not env.get("cuda_runtime"):
+            why = f"this is a CPU build, so parity cannot run here; for the CUDA wheel of the same release: {why}"
         lines.append(f"verdict        {v}: {why}")
     else:
         lines.append("verdict        no torch installed: scripts/main.sh installs the pin")

@@ -42,10 +42,11 @@ def dim3(x, y=1, z=1) -> tuple[int, int, int]:
     return (int(x), int(y), int(z))
 
 
-def _pack(kernel, args) -> tuple:
-    """C-typed kernel arguments: int -> int32, int64, T_ACC -> float32/float64, pointer -> 64 bits."""
+def _pack(kernel, args, kinds: tuple[str, ...] | None = None) -> tuple:
+    """C-typed kernel arguments: int -> int32, int64, T_ACC -> float32/float64, pointer -> 64 bits.
+    `kinds` overrides the kernel's own parameter kinds (a build whose signature differs)."""
     out = []
-    for kind, a in zip(kernel.template.params, args, strict=True):
+    for kind, a in zip(kinds or kernel.template.params, args, strict=True):
         if kind == "ptr":
             out.append(np.uint64(a))
         elif kind == "int":
@@ -226,6 +227,55 @@ class TorchCupyRuntime:
             if s is None:
                 s = self._streams[stream] = _Stream(stream)
             fn(grid, block, _pack(kernel, args), shared_mem=shared, stream=s)
+        if self.record is not None:
+            self.record.append(Launch(kernel.name, grid, block, int(shared), stream))
+
+
+class KernelMissing(LookupError):
+    """The host code asked for a kernel that the loaded build does not instantiate."""
+
+
+class CubinRuntime(TorchCupyRuntime):
+    """Launches the kernels of a prebuilt cubin (another build of the same source, such as a torch
+    release's own) under the same host code. `functions` maps each kernel's name expression to the
+    cubin's symbol; `adapt(kernel, grid, args) -> (parameter kinds, args)` bridges a signature that
+    differs from ours. Launches go through CuPy's Function call, which packs any signature."""
+
+    def __init__(self, cubin: bytes, functions: dict[str, str], adapt=None):
+        super().__init__(launch_mode="cupy")
+        self.cubin, self.functions, self.adapt = cubin, functions, adapt
+
+    def _load_module(self, device: int, source):
+        import cupy
+        with cupy.cuda.Device(device):
+            module = cupy.cuda.function.Module()
+            module.load(self.cubin)
+        return None, module
+
+    def _function(self, device: int, kernel):
+        mangled = self.functions.get(kernel.expr)
+        if mangled is None:
+            raise KernelMissing(f"{kernel.name} is not instantiated in this build")
+        _, module = self._module(device, kernel.source)
+        fn = self._state(device).functions[kernel] = module.get_function(mangled)
+        return fn
+
+    def launch(self, kernel, grid, block, shared: int, stream: int, *args) -> None:
+        device = self._get_device()
+        if device not in getattr(self._thread, "ready", ()):
+            self._ensure_context(device)
+        st = self._devices.get(device)
+        fn = st.functions.get(kernel) if st is not None else None
+        if fn is None:
+            fn = self._function(device, kernel)
+        grid, block = dim3(grid), dim3(block)
+        kinds = None
+        if self.adapt is not None:
+            kinds, args = self.adapt(kernel, grid, args)
+        s = self._streams.get(stream)
+        if s is None:
+            s = self._streams[stream] = _Stream(stream)
+        fn(grid, block, _pack(kernel, args, kinds), shared_mem=shared, stream=s)
         if self.record is not None:
             self.record.append(Launch(kernel.name, grid, block, int(shared), stream))
 

@@ -8,6 +8,7 @@
     {% symbol_index %}       every manifest symbol with its docs anchor, upstream lines and our file
     {% layers %}             the package's layers (reimpl/layers.py): folder, purpose, what each may import
     {% ladder_* ARG %}       the study ladder's tables and charts (reimpl/docsite/ladder_tables.py)
+    {% releases %}, {% releases_gpu %}   the torch release matrix (reimpl/docsite/releases_table.py)
 
 Each directive sits alone on its line. An unknown directive is an error, so a typo fails the build.
 """
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from ..layers import LAYERS
 from ..upstream import manifest as manifest_mod
-from . import ladder_tables
+from . import ladder_tables, releases_table
 from .diagrams import DIAGRAMS
 
 ROOT = manifest_mod.ROOT
@@ -182,6 +183,10 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return f'<div class="diagram-box">{ladder_tables.chart(arg)}</div>'
         if kind == "ladder_stamp" and not arg:
             return ladder_tables.stamp()
+        if kind == "releases" and not arg:
+            return releases_table.summary()
+        if kind == "releases_gpu" and not arg:
+            return releases_table.gpu_families()
         if kind == "ladder_ncu" and not arg:
             return ladder_tables.ncu()
         raise ValueError(f"{page}: unknown directive {match.group(0)!r}")
