@@ -10,13 +10,20 @@ from __future__ import annotations
 import torch
 
 from . import functional
+from .device import runtime as _runtime
 
 
 class LayerNorm(torch.nn.LayerNorm):
+    runtime = None  # None: the mirror's kernels; reimpl.fast.use_fast sets its FastRuntime
+
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        return functional.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+        with _runtime.use(self.runtime or _runtime.get()):
+            return functional.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
 
 class RMSNorm(torch.nn.RMSNorm):
+    runtime = None
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return functional.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+        with _runtime.use(self.runtime or _runtime.get()):
+            return functional.rms_norm(x, self.normalized_shape, self.weight, self.eps)

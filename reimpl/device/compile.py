@@ -48,23 +48,26 @@ def cuda_include_dir() -> str:
 
 @dataclass(frozen=True, eq=False)  # identity hashing: a runtime keys its loaded modules by source
 class CudaSource:
-    """One CUDA source tree: `directory` (also the include path), its `main` file, and the kernels
-    a build instantiates when the caller names none (objects with an `.expr`, a name expression)."""
+    """One CUDA source tree: `directory` (also the include path), its `main` file, the kernels a
+    build instantiates when the caller names none (objects with an `.expr`, a name expression), and
+    other trees it includes from."""
     directory: Path
     main: str
     default_kernels: Callable[[], list]
+    include_dirs: tuple[Path, ...] = ()
 
     def digest(self) -> str:
         h = hashlib.sha256()
-        for p in sorted(self.directory.iterdir()):
-            if p.suffix in (".cu", ".cuh", ".h"):
-                h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+        for d in (self.directory, *self.include_dirs):
+            for p in sorted(d.iterdir()):
+                if p.suffix in (".cu", ".cuh", ".h"):
+                    h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
         return h.hexdigest()
 
 
 def compile_options(source: CudaSource, arch: str, extra: tuple[str, ...] = ()) -> list[str]:
     return [f"--gpu-architecture={arch}", "-std=c++17", *NUMERICS_OPTIONS, *DIAGNOSTIC_OPTIONS,
-            f"-I{source.directory}", f"-I{cuda_include_dir()}", *extra]
+            f"-I{source.directory}", *(f"-I{d}" for d in source.include_dirs), f"-I{cuda_include_dir()}", *extra]
 
 
 def cache_dir() -> Path:

@@ -1,0 +1,97 @@
+"""The fast kernel (reimpl/fast/cuda/fast_layer_norm.cu) as kernel objects, its launch
+configuration, the reciprocal table, and `FastRuntime`: a runtime that runs the mirror's host code
+unchanged and, where that code launches torch's `vectorized_layer_norm_kernel`, launches ours with
+the same arguments instead. So "which inputs take the fast kernel" has one definition, the mirror's
+LayerNormKernelImplInternal: exactly the inputs torch sends to its vectorized kernel.
+"""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from ..device import runtime
+from ..device.compile import CudaSource
+from ..device.kernel import KernelTemplate
+from .. import kernels as K
+
+REGISTER_VECTORS = (1, 2, 4, 8, 16)  # R: vectors per thread kept in registers (0: stream the row)
+MAX_COUNT = 4 * (2 ** 24 // (4 * 128))  # the largest per-thread count at N = 2^24: the table's size
+
+
+def _config(R: int) -> tuple[int, int]:
+    """(R, ROWS): short rows (R <= 2, N <= 1024) share a block four to a block."""
+    return R, (4 if 0 < R <= 2 else 1)
+
+
+def _variants():
+    for T in (K.float_, K.Half, K.BFloat16):
+        for rms in (False, True):
+            for g, b in ((True, True), (True, False), (False, False)):
+                if rms and b:
+                    continue
+                for R in (0,) + REGISTER_VECTORS:
+                    yield (T, K.float_, rms, g, b, *_config(R))
+
+
+SOURCE = CudaSource(Path(__file__).parent / "cuda", "fast_layer_norm.cu", lambda: [TEMPLATE[v] for v in _variants()],
+                    include_dirs=(K.SOURCE.directory,))
+TEMPLATE = KernelTemplate("fast_layer_norm_kernel",
+                          ("int", "T_ACC", "ptr", "ptr", "ptr", "ptr", "ptr", "ptr", "ptr", "int64"),
+                          SOURCE, "reimpl_fast")
+
+
+def registers_for(N: int) -> int:
+    """The smallest R that holds a thread's share of the row (torch's 128 threads, 4-wide vectors)."""
+    per_thread = -(-(N // 4) // 128)
+    return next((R for R in REGISTER_VECTORS if R >= per_thread), 0)
+
+
+def plan(T, rms: bool, has_gamma: bool, has_beta: bool, M: int, N: int):
+    """(kernel, grid, block): ROWS rows per (32, 4, ROWS) block."""
+    R, rows = _config(registers_for(N))
+    return TEMPLATE[(T, K.float_, rms, has_gamma, has_beta, R, rows)], (-(-M // rows),), (32, 4, rows)
+
+
+def takes(has_gamma: bool, has_beta: bool, rms: bool) -> bool:
+    """Affine combinations the fast kernel serves. Bias without weight is left to the mirror: torch's
+    SASS contracts `rstd * (x - mean) + beta` into an FFMA for most unrolled elements but not all
+    (results/sass_fma_table.md, layer_norm_kernel.cu:347-348), a choice a rewrite cannot promise."""
+    return not (has_beta and not has_gamma and not rms)
+
+
+class FastRuntime(runtime.TorchCupyRuntime):
+    """TorchCupyRuntime that swaps torch's vectorized forward for the fast kernel."""
+
+    def __init__(self):
+        super().__init__()
+        self._tables: dict[int, object] = {}
+        self._lock = threading.Lock()
+        self.fast_launches = 0
+
+    def reciprocals(self, device: int):
+        """rcp[c] = 1.f / c (c = 1 .. MAX_COUNT), correctly rounded: NumPy's float32 division is IEEE,
+        and so is the `1.f / new_count` torch's kernel computes, so every entry is torch's value."""
+        t = self._tables.get(device)
+        if t is None:
+            import torch
+            with self._lock:
+                counts = np.arange(MAX_COUNT + 1, dtype=np.float32)
+                with np.errstate(divide="ignore"):
+                    rcp = np.float32(1) / counts  # rcp[0] = inf, never read
+                t = self._tables[device] = torch.from_numpy(rcp).to(f"cuda:{device}")
+        return t
+
+    def launch(self, kernel, grid, block, shared: int, stream: int, *args) -> None:
+        if kernel.template is not K.vectorized_layer_norm_kernel:
+            return super().launch(kernel, grid, block, shared, stream, *args)
+        T, _, rms = kernel.targs
+        N, eps, X, gamma, beta, mean, rstd, Y = args
+        if not takes(gamma != 0, beta != 0, rms):
+            return super().launch(kernel, grid, block, shared, stream, *args)
+        M = runtime.dim3(grid)[0]  # torch launches one block per row
+        fast, fgrid, fblock = plan(T, rms, gamma != 0, beta != 0, M, N)
+        table = self.reciprocals(self._get_device())
+        self.fast_launches += 1
+        super().launch(fast, fgrid, fblock, 0, stream, N, eps, X, gamma, beta, mean, rstd, Y, table.data_ptr(), M)

@@ -1,0 +1,95 @@
+"""GPU: reimpl.fast gives torch's bits. The mirror's whole forward parity matrix (shape grid,
+paths, value kinds, eps, layouts, the 2000-case random sweep) runs with the fast runtime in place
+of the mirror's, plus a sweep of more than 100,000 rows aimed at the fast kernel itself (N a
+multiple of 4 from 4 to 65536, every dtype, value kind and affine combination, eps from 0 to 10).
+Each output is compared with torch's bit for bit (NaN by position). Counts go to the GPU summary
+under fast_* groups; `fast_kernel_cases` counts the cases that really launched the fast kernel."""
+import random
+
+import pytest
+import torch
+
+from reimpl.checks import cases
+from reimpl.checks.cases import DTYPES, VALUE_KINDS, Case
+from reimpl.checks.parity import compare_case
+from reimpl.device import runtime
+from tests.conftest import record
+
+pytestmark = pytest.mark.gpu
+
+GROUPS = {"shape_grid": cases.shape_grid, "paths": cases.path_cases, "values": cases.value_cases,
+          "eps": cases.eps_cases, "layouts": cases.layout_cases, "random": lambda: cases.random_cases(2000)}
+
+
+def fast_sweep(rows_wanted: int = 100_000, seed: int = 99) -> list[Case]:
+    """Cases the fast kernel takes (N % 4 == 0, aligned), mixed N, dtype, values, affine and eps."""
+    rng = random.Random(seed)
+    out, rows = [], 0
+    while rows < rows_wanted:
+        n = 4 * rng.choice((rng.randint(1, 64), rng.randint(1, 1024), rng.randint(1, 4096), rng.randint(1, 16384)))
+        m = rng.choice((1, rng.randint(1, 64), rng.randint(64, 2048))) if n <= 16384 else rng.randint(1, 16)
+        m = max(1, min(m, 2_000_000 // n))  # keep each case small enough to compare quickly
+        op = rng.choice(("layer_norm", "rms_norm"))
+        out.append(Case(op, rng.choice(("fp32", "fp16", "bf16")), (m, n), weight=rng.random() < 0.8,
+                        bias=rng.random() < 0.7, values=rng.choice(VALUE_KINDS + ("normal",) * 3),
+                        eps=rng.choice((1e-5, 1e-6, 1e-12, 0.0, 1e-2, 10.0)), seed=len(out)))
+        rows += m
+    return out
+
+
+def _run(group: str, cs: list[Case]):
+    from reimpl.fast import fast_runtime
+    rt = fast_runtime()
+    bad, fast_cases = [], 0
+    for c in cs:
+        before = rt.fast_launches
+        with runtime.use(rt), torch.no_grad():
+            elements, n, msgs = compare_case(c)
+        fast_cases += rt.fast_launches > before
+        record(f"fast_{group}", elements, n)
+        bad += msgs
+    for _ in range(fast_cases):
+        record("fast_kernel_cases", 0, 0)
+    return bad, fast_cases
+
+
+@pytest.mark.parametrize("group", list(GROUPS))
+def test_fast_runtime_matches_torch_on_the_forward_matrix(group):
+    bad, fast_cases = _run(group, GROUPS[group]())
+    assert not bad, bad[:10]
+    assert fast_cases > 0
+
+
+def test_fast_kernel_sweep_of_100000_rows():
+    cs = fast_sweep()
+    assert sum(c.shape[0] for c in cs) >= 100_000
+    bad, fast_cases = _run("sweep", cs)
+    assert not bad, bad[:10]
+    assert fast_cases == len(cs)  # every case of this sweep is one torch sends to its vectorized kernel
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_fast_autograd_and_module(dtype):
+    """layer_norm / rms_norm through autograd, and nn modules switched with use_fast: torch's forward
+    bits and gradients (the backward is the mirror's)."""
+    import reimpl
+    from reimpl import fast
+    dt = DTYPES[dtype]
+    x = torch.randn(64, 768, device="cuda", dtype=dt)
+    w = torch.randn(768, device="cuda", dtype=dt)
+    b = torch.randn(768, device="cuda", dtype=dt)
+    dy = torch.randn_like(x)
+    outs = []
+    for fn in (lambda x_, w_, b_: torch.nn.functional.layer_norm(x_, (768,), w_, b_),
+               lambda x_, w_, b_: fast.layer_norm(x_, (768,), w_, b_)):
+        xs, ws, bs = (t.clone().requires_grad_(True) for t in (x, w, b))
+        y = fn(xs, ws, bs)
+        y.backward(dy)
+        outs.append([y.detach(), xs.grad, ws.grad, bs.grad])
+    for a, t in zip(*outs):
+        assert torch.equal(a.view(torch.int16 if a.element_size() == 2 else torch.int32),
+                           t.view(torch.int16 if t.element_size() == 2 else torch.int32))
+    m = fast.use_fast(reimpl.nn.RMSNorm(768, device="cuda", dtype=dt))
+    ref = torch.nn.RMSNorm(768, device="cuda", dtype=dt)
+    before = fast.fast_runtime().fast_launches
+    assert torch.equal(m(x), ref(x)) and fast.fast_runtime().fast_launches == before + 1
