@@ -21,12 +21,15 @@ def main(out_dir: str, what: str, name: str = "gpu_suite") -> None:
     tail = (out / "pytest.log").read_text().strip().splitlines()[-1]
     pytest_line = re.sub(r"^=+ | =+$", "", tail)
     for part, pick in (("forward", lambda g: not g.startswith("bwd_")), ("backward", lambda g: g.startswith("bwd_"))):
-        groups = {g: r for g, r in summary["groups"].items() if pick(g) and not g.endswith("trace_steps")}
+        # a group that compared no element is a counter (e.g. fast_kernel_cases), kept apart from parity
+        counters = {g: r["cases"] for g, r in summary["groups"].items() if pick(g) and not r["elements_compared"]}
+        groups = {g: r for g, r in summary["groups"].items()
+                  if pick(g) and not g.endswith("trace_steps") and g not in counters}
         # step traces count records (GPU trace vs emulator trace), not output elements: kept apart
         traces = {g: r for g, r in summary["groups"].items() if pick(g) and g.endswith("trace_steps")}
         totals = {k: sum(r[k] for r in groups.values()) for k in KEYS}
         doc = {"what": what, **env, "pytest": pytest_line, "pytest_exitstatus": summary["exitstatus"],
-               "parity_groups": groups, "totals": totals}
+               "parity_groups": groups, "totals": totals, **({"counters": counters} if counters else {})}
         for g, r in traces.items():
             doc["step_trace"] = {"cases": r["cases"], "mismatched_cases": r["mismatched_cases"],
                                  "records_compared": r["elements_compared"]}

@@ -6,7 +6,8 @@
     {% ladder_training DTYPE %}   forward+backward GB/s of the Triton rungs and torch
     {% ladder_chart DTYPE %}      the forward table as an inline SVG bar chart (no JavaScript, no CDN)
     {% ladder_stamp %}            device, versions, date and method of the runs
-    {% ladder_ncu %}              Nsight Compute's view of torch's vectorized forward
+    {% ladder_ncu %}              Nsight Compute's view of torch's vectorized forward and of reimpl.fast
+    {% fast_bandwidth DTYPE %}    reimpl.fast beside torch and a copy (results/fast_bench.json)
 """
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ RESULTS = Path(__file__).resolve().parents[2] / "results"
 ERRORS = RESULTS / "ladder_errors.json"
 BENCH = RESULTS / "ladder_bench.json"
 NCU = RESULTS / "ncu_torch_forward.json"
+FAST = RESULTS / "fast_bench.json"
 # the order a reader climbs: torch and the copy are the yardsticks at the end
-ORDER = ("naive", "warp_sums", "warp_welford", "block_welford", "block_cached", "block_vec", "apex",
+ORDER = ("fast_layer_norm", "fast_rms_norm", "naive", "warp_sums", "warp_welford", "block_welford", "block_cached", "block_vec", "apex",
          "triton_ln", "rms_warp_sumsq", "triton_rms", "torch_layer_norm", "torch_rms_norm", "copy")
 MISSING = "*Not measured yet: run `{cmd}` on a GPU and commit `{file}`.*\n"
 
@@ -151,10 +153,18 @@ def ncu() -> str:
     if d is None:
         return MISSING.format(cmd="OUT=dir bash scripts/gpu/ncu_torch_forward.sh", file=NCU.name)
     lines = [f"*{d['device']}, torch {d['torch']}, {d['date']}; `{d['command']}`.*\n",
-             "| dtype | M x N | kernel time | thread instructions per element | issue slots busy "
-             "| DRAM throughput (% of peak) |", "|---|---|---:|---:|---:|---:|"]
+             "| kernel | dtype | M x N | kernel time | thread instructions per element | issue slots busy "
+             "| DRAM throughput (% of peak) |", "|---|---|---|---:|---:|---:|---:|"]
     for c in d["cases"]:
-        lines.append(f"| {c['dtype']} | {c['M']} x {c['N']} | {c['kernel_us']:.1f} µs "
+        lines.append(f"| {c['kernel']} | {c['dtype']} | {c['M']} x {c['N']} | {c['kernel_us']:.1f} µs "
                      f"| {c['thread_instructions_per_element']:.1f} | {c['issue_active_pct']:.1f}% "
                      f"| {c['dram_throughput_pct_of_peak']:.1f}% |")
     return "\n".join(lines) + "\n"
+
+
+def fast_bandwidth(dtype: str) -> str:
+    d = _load(FAST)
+    if d is None:
+        return MISSING.format(cmd="python scripts/gpu/fast_bench.py results/fast_bench.json", file=FAST.name)
+    rows = [r for r in d["rows"] if r["dtype"] == dtype]
+    return (f"*{d['device']}, torch {d['torch']}, {d['date']}; {d['method']}.*\n\n" + _table(rows, pct=True))

@@ -187,6 +187,8 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return releases_table.summary()
         if kind == "releases_gpu" and not arg:
             return releases_table.gpu_families()
+        if kind == "fast_bandwidth" and arg:
+            return ladder_tables.fast_bandwidth(arg)
         if kind == "ladder_ncu" and not arg:
             return ladder_tables.ncu()
         raise ValueError(f"{page}: unknown directive {match.group(0)!r}")

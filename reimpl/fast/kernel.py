@@ -16,7 +16,9 @@ from ..device.compile import CudaSource
 from ..device.kernel import KernelTemplate
 from .. import kernels as K
 
-REGISTER_VECTORS = (1, 2, 4, 8, 16)  # R: vectors per thread kept in registers (0: stream the row)
+REGISTER_VECTORS = (1, 2, 4, 8, 16, 32)  # R: vectors per thread kept in registers (0: stream the row)
+WARP_VECTORS = (1, 2, 4)  # RW: the warp kernel's vectors per virtual thread (N <= 2048)
+WARPS_PER_BLOCK = 4
 MAX_COUNT = 4 * (2 ** 24 // (4 * 128))  # the largest per-thread count at N = 2^24: the table's size
 
 
@@ -25,32 +27,47 @@ def _config(R: int) -> tuple[int, int]:
     return R, (4 if 0 < R <= 2 else 1)
 
 
-def _variants():
+def _affine():
     for T in (K.float_, K.Half, K.BFloat16):
         for rms in (False, True):
             for g, b in ((True, True), (True, False), (False, False)):
-                if rms and b:
-                    continue
-                for R in (0,) + REGISTER_VECTORS:
-                    yield (T, K.float_, rms, g, b, *_config(R))
+                if not (rms and b):
+                    yield T, rms, g, b
 
 
-SOURCE = CudaSource(Path(__file__).parent / "cuda", "fast_layer_norm.cu", lambda: [TEMPLATE[v] for v in _variants()],
+def _instantiations() -> list:
+    out = []
+    for T, rms, g, b in _affine():
+        out += [TEMPLATE[(T, K.float_, rms, g, b, *_config(R))] for R in (0,) + REGISTER_VECTORS[2:]]
+        out += [WARP_TEMPLATE[(T, K.float_, rms, g, b, RW, WARPS_PER_BLOCK)] for RW in WARP_VECTORS]
+    return out
+
+
+_PARAMS = ("int", "T_ACC", "ptr", "ptr", "ptr", "ptr", "ptr", "ptr", "ptr", "int64")
+SOURCE = CudaSource(Path(__file__).parent / "cuda", "fast_layer_norm.cu", lambda: _instantiations(),
                     include_dirs=(K.SOURCE.directory,))
-TEMPLATE = KernelTemplate("fast_layer_norm_kernel",
-                          ("int", "T_ACC", "ptr", "ptr", "ptr", "ptr", "ptr", "ptr", "ptr", "int64"),
-                          SOURCE, "reimpl_fast")
+TEMPLATE = KernelTemplate("fast_layer_norm_kernel", _PARAMS, SOURCE, "reimpl_fast")
+WARP_TEMPLATE = KernelTemplate("fast_layer_norm_warp_kernel", _PARAMS, SOURCE, "reimpl_fast")
 
 
-def registers_for(N: int) -> int:
-    """The smallest R that holds a thread's share of the row (torch's 128 threads, 4-wide vectors)."""
+def registers_for(N: int, rms: bool) -> int:
+    """The smallest R that holds a thread's share of the row (torch's 128 threads, 4-wide vectors).
+    LayerNorm stops at 16: with 32 vectors its extra state spills registers and it ran slower than
+    torch at N = 16384 on the H100, where RMSNorm with 32 ran at 97% of copy (results/fast_bench.json)."""
     per_thread = -(-(N // 4) // 128)
-    return next((R for R in REGISTER_VECTORS if R >= per_thread), 0)
+    top = 32 if rms else 16
+    return next((R for R in REGISTER_VECTORS if per_thread <= R <= top), 0)
 
 
 def plan(T, rms: bool, has_gamma: bool, has_beta: bool, M: int, N: int):
-    """(kernel, grid, block): ROWS rows per (32, 4, ROWS) block."""
-    R, rows = _config(registers_for(N))
+    """(kernel, grid, block): rows of up to 2048 elements go one warp per row, four rows a block;
+    longer rows one (32, 4) block per row, their share held in registers up to N = 16384."""
+    per_thread = -(-(N // 4) // 128)
+    RW = next((r for r in WARP_VECTORS if r >= per_thread), None)
+    if RW is not None:
+        kernel = WARP_TEMPLATE[(T, K.float_, rms, has_gamma, has_beta, RW, WARPS_PER_BLOCK)]
+        return kernel, (-(-M // WARPS_PER_BLOCK),), (32, WARPS_PER_BLOCK)
+    R, rows = _config(registers_for(N, rms))
     return TEMPLATE[(T, K.float_, rms, has_gamma, has_beta, R, rows)], (-(-M // rows),), (32, 4, rows)
 
 

@@ -25,7 +25,7 @@ PY
 for shape in "bf16 65536 768" "fp32 4096 1024"; do
   set -- $shape
   # the third launch: past any first-call effects
-  if [ "$WHICH" = fast ]; then KERNEL=fast_layer_norm_kernel; NAME=ncu_fast_$1_$2x$3; else KERNEL=vectorized_layer_norm_kernel; NAME=ncu_$1_$2x$3; fi
+  if [ "$WHICH" = fast ]; then KERNEL=fast_layer_norm; NAME=ncu_fast_$1_$2x$3; else KERNEL=vectorized_layer_norm_kernel; NAME=ncu_$1_$2x$3; fi
   PYTHONPATH=$PWD ncu --csv --metrics "$METRICS" -k regex:$KERNEL --launch-skip 2 --launch-count 1 \
       python3 /tmp/ncu_ln.py "$1" "$2" "$3" "$WHICH" > "$OUT/$NAME.csv"
   echo "== $WHICH $shape"; grep -v "^==" "$OUT/$NAME.csv" | tail -6

@@ -13,6 +13,13 @@
 //      thread), instead of being read a second time from L2: loads do not round anything.
 //   3. A block holds ROWS rows, one (32, 4) group of warps per row (threadIdx.z): each row's
 //      threads, warps, shuffle partners and shared-memory slots are those torch uses for it.
+//   4. Short rows (fast_layer_norm_warp_kernel): one warp per row, each lane playing the same lane of
+//      torch's four warps. Lane l keeps four Welford states, one per virtual warp, updated in the
+//      same order as torch's threads l, l+32, l+64, l+96; the shuffle-down rounds run on each state
+//      as torch's four warps run them; and torch's shared-memory tree over the warps (warp 0 with 2,
+//      1 with 3, then 0 with 1) becomes three combines in lane 0's registers, same operands, same
+//      order. No barrier and no shared memory remain, and the four chains give the lane independent
+//      work to overlap.
 // Every rounding that torch's compiler fused into an FFMA is written here as __fmaf_rn, and every
 // separate rounding as __fadd_rn / __fsub_rn / __fmul_rn, so contraction choices cannot drift.
 #include "layer_norm_kernel.cu"
@@ -174,5 +181,80 @@ __global__ void __launch_bounds__(128 * ROWS) fast_layer_norm_kernel(
   }
 }
 // --8<-- [end:fast_layer_norm_kernel]
+
+// --8<-- [start:fast_layer_norm_warp_kernel]
+// Block (32, WARPS): WARPS rows, one warp each; lane l plays torch's threads l + 32 w (w = 0..3) and
+// keeps each one's at most RW vectors (l + 32 w + 128 r) in registers.
+template <typename T, typename T_ACC, bool rms_norm, bool has_gamma, bool has_beta, unsigned int RW,
+          unsigned int WARPS>
+__global__ void __launch_bounds__(32 * WARPS) fast_layer_norm_warp_kernel(
+    const int N, T_ACC eps, const T* __restrict__ X, const T* gamma, const T* beta, T_ACC* mean,
+    T_ACC* rstd, T* Y, const float* __restrict__ rcp, const int64_t M) {
+  using vec_t = aligned_vector<T, vec_size>;
+  const int64_t row = blockIdx.x * (int64_t)WARPS + threadIdx.y;
+  if (row >= M) return;  // whole warps leave; nothing below waits on another warp
+  const int lane = threadIdx.x;
+  const int n_vec = N / vec_size;
+  const vec_t* X_vec = reinterpret_cast<const vec_t*>(X + row * N);
+  vec_t data[4][RW];
+#pragma unroll
+  for (int r = 0; r < (int)RW; r++) {
+#pragma unroll
+    for (int w = 0; w < 4; w++) {
+      const int i = lane + 32 * w + 128 * r;
+      if (i < n_vec) data[w][r] = X_vec[i];
+    }
+  }
+  WelfordDataLN wd[4];
+  int c = 1;
+#pragma unroll
+  for (int r = 0; r < (int)RW; r++) {
+#pragma unroll
+    for (int ii = 0; ii < vec_size; ii++, c++) {
+      const float inv = rms_norm ? 0.f : __ldg(rcp + c);  // the same count for all four threads
+#pragma unroll
+      for (int w = 0; w < 4; w++) {
+        if (lane + 32 * w + 128 * r < n_vec)
+          wd[w] = online_sum<rms_norm>(static_cast<float>(data[w][r].val[ii]), wd[w], inv);
+      }
+    }
+  }
+#pragma unroll
+  for (int offset = (C10_WARP_SIZE >> 1); offset > 0; offset >>= 1) {
+#pragma unroll
+    for (int w = 0; w < 4; w++) {
+      WelfordDataLN wdB{WARP_SHFL_DOWN(wd[w].mean, offset), WARP_SHFL_DOWN(wd[w].sigma2, offset),
+                        WARP_SHFL_DOWN(wd[w].count, offset)};
+      wd[w] = at::native::cuWelfordCombine<rms_norm>(wd[w], wdB);
+    }
+  }
+  // torch's shared-memory rounds: offset 2 (warp 0 takes warp 2, warp 1 takes warp 3), then offset 1
+  wd[0] = at::native::cuWelfordCombine<rms_norm>(wd[0], wd[2]);
+  wd[1] = at::native::cuWelfordCombine<rms_norm>(wd[1], wd[3]);
+  wd[0] = at::native::cuWelfordCombine<rms_norm>(wd[0], wd[1]);
+  // lane 0's values are torch's; every lane takes them, as torch's threads take them from shared memory
+  const float row_mean = WARP_SHFL(wd[0].mean, 0);
+  const float var = WARP_SHFL(wd[0].sigma2 / float(N), 0);
+  const float rstd_val = c10::cuda::compat::rsqrt(var + eps);
+  const vec_t* gamma_vec = reinterpret_cast<const vec_t*>(gamma);
+  const vec_t* beta_vec = reinterpret_cast<const vec_t*>(beta);
+  vec_t* Y_vec = reinterpret_cast<vec_t*>(Y + row * N);
+#pragma unroll
+  for (int r = 0; r < (int)RW; r++) {
+#pragma unroll
+    for (int w = 0; w < 4; w++) {
+      const int i = lane + 32 * w + 128 * r;
+      if (i < n_vec)
+        store_row<T, rms_norm, has_gamma, has_beta>(data[w][r], i, row_mean, rstd_val, gamma_vec, beta_vec, Y_vec);
+    }
+  }
+  if (lane == 0) {
+    if constexpr (!rms_norm) {
+      mean[row] = row_mean;
+    }
+    rstd[row] = rstd_val;
+  }
+}
+// --8<-- [end:fast_layer_norm_warp_kernel]
 
 }  // namespace reimpl_fast
