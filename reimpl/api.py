@@ -9,8 +9,14 @@
 
 torch.nn.functional's differentiable layer_norm / rms_norm are in reimpl/functional.py.
 
-What the dispatcher does before upstream's code runs (device checks, the device guard) is done here.
-Kernels run on torch's current stream; nothing here synchronizes with the host or copies data.
+What the dispatcher does before upstream's code runs is done here: autocast (aten::native_layer_norm
+has an AutocastCUDA kernel of the fp32 kind; the other three have none), the device checks and the
+device guard. Kernels run on torch's current stream; nothing here synchronizes with the host or
+copies data.
+
+Host cost: each entry point keys its call by everything the host mirror's decisions depend on and
+replays the launches of the first call with that key (reimpl/device/replay.py), so a repeated
+signature skips the mirror's Python; the first call of each signature runs it in full.
 """
 from __future__ import annotations
 
@@ -18,9 +24,23 @@ import contextlib
 
 import torch
 
+from .device import replay, runtime
 from .layer_norm_checks import TorchCheckError
 from .layer_norm_kernel import (_fused_rms_norm_backward_cuda, _fused_rms_norm_cuda, layer_norm_backward_cuda,
                                 layer_norm_cuda)
+
+_get_device = getattr(torch._C, "_cuda_getDevice", None)  # absent from CPU-only builds
+_is_autocast_enabled = torch.is_autocast_enabled
+
+
+def autocast_fp32(*tensors):
+    """What an AutocastCUDA kernel of the fp32 kind does to its tensor arguments before the op runs
+    (aten/src/ATen/autocast_mode.h, cached_cast to kFloat): floating CUDA tensors other than float64
+    become float32; anything else passes unchanged. The cast is differentiable (its gradient is a
+    cast back), as torch's is."""
+    return tuple(t.to(torch.float32) if (isinstance(t, torch.Tensor) and t.is_cuda and t.is_floating_point()
+                                         and t.dtype is not torch.float64 and t.dtype is not torch.float32)
+                 else t for t in tensors)
 
 
 def _as_shape(normalized_shape) -> tuple[int, ...]:
@@ -56,19 +76,53 @@ def _guard(device: torch.device):
     return torch.cuda.device(device.index)
 
 
+def _key(t):
+    """What the host mirror's decisions read of a tensor: shape, dtype, device, contiguity and the
+    low bits of its address (the vectorized paths test 16-byte alignment)."""
+    if t is None:
+        return None
+    return (t.shape, t.dtype, t.get_device(), t.is_contiguous(), t.data_ptr() & 63)
+
+
+def _plan_call(method, names, tensors, extra, mirror):
+    """The mirror call `mirror()` of `tensors` (named `names`, in the aten schema's order), replayed
+    from a launch plan when this signature has one. The checks run on a signature's first call
+    only: the key holds every tensor's device, so a later call with the key would pass them too."""
+    input = tensors[names.index("input")]
+    try:
+        device = input.get_device()
+        key = (method, *map(_key, tensors), *extra, device)
+    except (AttributeError, TypeError):  # not a tensor: the full path raises torch's error
+        device = -1
+    if device < 0 or device != _get_device():  # not on the current GPU: the full path checks and guards
+        _check_devices(method, **dict(zip(names, tensors)))
+        with _guard(input.device):
+            return mirror()
+    rt = runtime.get()
+    if key not in getattr(rt, "plans", ()):
+        _check_devices(method, **dict(zip(names, tensors)))
+    return replay.call(rt, key, tensors, mirror)
+
+
 def native_layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     """torch.ops.aten.native_layer_norm: returns (out, mean, rstd); mean/rstd keep the leading dims."""
-    _check_devices("native_layer_norm", input=input, weight=weight, bias=bias)
-    with _guard(input.device):
-        return layer_norm_cuda(input, _as_shape(normalized_shape), weight, bias, float(eps))
+    if _is_autocast_enabled("cuda"):
+        input, weight, bias = autocast_fp32(input, weight, bias)
+    return _native_layer_norm(input, normalized_shape, weight, bias, eps)
+
+
+def _native_layer_norm(input, normalized_shape, weight, bias, eps):
+    """native_layer_norm after autocast."""
+    shape, eps = _as_shape(normalized_shape), float(eps)
+    return _plan_call("native_layer_norm", ("input", "weight", "bias"), (input, weight, bias), (shape, eps),
+                      lambda: layer_norm_cuda(input, shape, weight, bias, eps))
 
 
 def fused_rms_norm(input, normalized_shape, weight=None, eps: float | None = None):
     """torch.ops.aten._fused_rms_norm: returns (out, rstd)."""
-    _check_devices("_fused_rms_norm", input=input, weight=weight)
-    with _guard(input.device):
-        return _fused_rms_norm_cuda(input, _as_shape(normalized_shape), weight,
-                                    None if eps is None else float(eps))
+    shape, eps = _as_shape(normalized_shape), None if eps is None else float(eps)
+    return _plan_call("_fused_rms_norm", ("input", "weight"), (input, weight), (shape, eps),
+                      lambda: _fused_rms_norm_cuda(input, shape, weight, eps))
 
 
 def _mask(output_mask, n: int) -> tuple[bool, ...]:
@@ -82,16 +136,15 @@ def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, we
                                output_mask=(True, True, True)):
     """torch.ops.aten.native_layer_norm_backward: (grad_input, grad_weight, grad_bias), None where
     output_mask is False."""
-    _check_devices("native_layer_norm_backward", grad_out=grad_out, input=input, mean=mean, rstd=rstd,
-                   weight=weight, bias=bias)
-    with _guard(input.device):
-        return layer_norm_backward_cuda(grad_out, input, _as_shape(normalized_shape), mean, rstd, weight, bias,
-                                        _mask(output_mask, 3))
+    shape, mask = _as_shape(normalized_shape), _mask(output_mask, 3)
+    return _plan_call("native_layer_norm_backward", ("grad_out", "input", "mean", "rstd", "weight", "bias"),
+                      (grad_out, input, mean, rstd, weight, bias), (shape, mask),
+                      lambda: layer_norm_backward_cuda(grad_out, input, shape, mean, rstd, weight, bias, mask))
 
 
 def fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight=None, output_mask=(True, True)):
     """torch.ops.aten._fused_rms_norm_backward: (grad_input, grad_weight), None where output_mask is False."""
-    _check_devices("_fused_rms_norm_backward", grad_out=grad_out, input=input, rstd=rstd, weight=weight)
-    with _guard(input.device):
-        return _fused_rms_norm_backward_cuda(grad_out, input, _as_shape(normalized_shape), rstd, weight,
-                                             _mask(output_mask, 2))
+    shape, mask = _as_shape(normalized_shape), _mask(output_mask, 2)
+    return _plan_call("_fused_rms_norm_backward", ("grad_out", "input", "rstd", "weight"),
+                      (grad_out, input, rstd, weight), (shape, mask),
+                      lambda: _fused_rms_norm_backward_cuda(grad_out, input, shape, rstd, weight, mask))

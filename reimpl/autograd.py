@@ -20,7 +20,7 @@ def needs_grad(*tensors) -> bool:
 class LayerNormFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, input, normalized_shape, weight, bias, eps):
-        out, mean, rstd = api.native_layer_norm(input, normalized_shape, weight, bias, eps)
+        out, mean, rstd = api._native_layer_norm(input, normalized_shape, weight, bias, eps)  # after autocast
         ctx.normalized_shape = normalized_shape
         ctx.save_for_backward(input, weight, bias, mean, rstd)
         return out

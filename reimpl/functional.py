@@ -1,36 +1,124 @@
-"""torch.nn.functional's layer_norm and rms_norm on our kernels: differentiable when an argument
-requires grad (reimpl/autograd.py), otherwise one call of the aten-level API (reimpl/api.py).
-rms_norm first runs aten::rms_norm's own checks and its choice between the fused kernel and a composite.
+"""torch.nn.functional's layer_norm and rms_norm on our kernels, with what torch does around its
+kernels: autocast, aten::rms_norm's choice between the fused kernel and a composite, autograd.
+
+In eager mode a call goes straight to reimpl/api.py (differentiable through reimpl/autograd.py when
+an argument requires grad). While torch.compile or torch.export traces, the same call goes through
+the registered ops of reimpl/ops.py instead, which the tracer can see (fake implementations,
+autograd and autocast registered through torch.library). Both routes run the same kernels and the
+same casts, so they give the same bits; the direct one is cheaper on the host.
 """
 from __future__ import annotations
 
+import warnings
+
+import numpy as np
+import torch
+
 from . import autograd as _autograd
-from .api import _as_shape, _check_devices, fused_rms_norm, native_layer_norm
+from . import ops
+from .api import _as_shape, _check_devices, _native_layer_norm, autocast_fp32, fused_rms_norm
 from .layer_norm_checks import _check_rms_norm_inputs_symint
+
+_is_compiling = torch.compiler.is_compiling
+_is_autocast_enabled = torch.is_autocast_enabled
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
-    """torch.nn.functional.layer_norm; differentiable when an argument requires grad."""
+    """torch.nn.functional.layer_norm; differentiable when an argument requires grad.
+    aten::layer_norm has an AutocastCUDA kernel of the fp32 kind: under autocast, floating CUDA
+    arguments run as float32 and the output is float32, as in torch."""
+    if _is_compiling():
+        return ops.native_layer_norm(input, _as_shape(normalized_shape), weight, bias, float(eps))[0]
+    if _is_autocast_enabled("cuda"):
+        input, weight, bias = autocast_fp32(input, weight, bias)
     if _autograd.needs_grad(input, weight, bias):
         return _autograd.LayerNormFunction.apply(input, _as_shape(normalized_shape), weight, bias, float(eps))
-    return native_layer_norm(input, normalized_shape, weight, bias, eps)[0]
+    return _native_layer_norm(input, normalized_shape, weight, bias, eps)[0]
 
 
-class FusedRmsNormUnavailable(NotImplementedError):
-    """aten::rms_norm would not call the fused kernel here (torch runs its composite instead)."""
+# --8<-- [start:rms_norm_composite]
+# mirrors: aten/src/ATen/native/layer_norm.cpp, rms_norm_composite (torch 2.11.0)
+# docs: upstream/layer_norm.md#rms_norm_composite
+# No line range: the .cpp is not in the wheel and its text at the pin was not available (see reference/).
+def _rms_norm_composite(input, normalized_shape, weight, eps):
+    """torch's RMSNorm from elementwise ops and a mean, in its op order: (result, rsqrt of the mean
+    square). Each op is torch's own kernel, so the bits (and autograd's gradients) are torch's."""
+    dims_to_reduce = [input.dim() - i - 1 for i in range(len(normalized_shape))]
+    # upcast is needed for fp16 and bf16: toOpMathType
+    opmath_t = {torch.float16: torch.float32, torch.bfloat16: torch.float32}.get(input.dtype, input.dtype)
+    upcasted_input = input.to(opmath_t)
+    if opmath_t in (torch.float32, torch.complex64):
+        # a C++ float: eps (or float's machine epsilon) rounded to float before the add
+        eps_val = float(np.float32(eps if eps is not None else np.finfo(np.float32).eps))
+    else:
+        eps_val = eps if eps is not None else float(np.finfo(np.float64).eps)
+    rqrst_input = torch.rsqrt(torch.pow(upcasted_input, 2).mean(dims_to_reduce, keepdim=True).add_(eps_val))
+    upcasted_result = upcasted_input.mul(rqrst_input)
+    if weight is not None:
+        upcasted_result = upcasted_result.mul(weight)
+    if not _channels_last(input):  # channels-last results keep their layout
+        upcasted_result, rqrst_input = upcasted_result.contiguous(), rqrst_input.contiguous()
+    return upcasted_result.type_as(input), rqrst_input
+# --8<-- [end:rms_norm_composite]
 
 
+_warned_mixed_dtype = False
+
+
+# --8<-- [start:rms_norm_symint]
+# mirrors: aten/src/ATen/native/layer_norm.cpp, rms_norm_symint (torch 2.11.0)
+# docs: upstream/layer_norm.md#rms_norm_symint
+# No line range (as above); torch's own warning location puts the dtype check at layer_norm.cpp:344.
 def rms_norm(input, normalized_shape, weight=None, eps: float | None = None):
-    """torch.nn.functional.rms_norm. On CUDA, aten::rms_norm calls _fused_rms_norm unless input and
-    weight dtypes differ; then torch computes a composite of elementwise ops, which we do not mirror."""
+    """torch.nn.functional.rms_norm (aten::rms_norm, which has no autocast kernel in torch 2.11).
+    Channels-last and complex inputs, and a weight whose dtype differs from the input's, take the
+    composite; everything else the fused kernel (ours)."""
+    global _warned_mixed_dtype
     normalized_shape = _as_shape(normalized_shape)
-    _check_devices("_fused_rms_norm", input=input, weight=weight)
+    _check_devices("_fused_rms_norm", input=input, weight=weight)  # the dispatcher's, before the op
     _check_rms_norm_inputs_symint(input, normalized_shape, weight)
+
+    if _channels_last(input):
+        return _rms_norm_composite(input, normalized_shape, weight, eps)[0]  # composite fallback for channels last
+
+    if input.is_complex():
+        return _rms_norm_composite(input, normalized_shape, weight, eps)[0]
+
     if weight is not None and weight.dtype != input.dtype:
-        raise FusedRmsNormUnavailable(
-            f"reimpl.rms_norm: input dtype {input.dtype} and weight dtype {weight.dtype} differ; torch does not "
-            "use its fused CUDA kernel for this (it warns and runs a composite), and this repository mirrors "
-            "only the fused kernel")
+        if not _warned_mixed_dtype and not _is_compiling():  # TORCH_WARN_ONCE
+            _warned_mixed_dtype = True
+            warnings.warn(f"Mismatch dtype between input and weight: input dtype = {_type_meta(input.dtype)}, "
+                          f"weight dtype = {_type_meta(weight.dtype)}, Cannot dispatch to fused implementation.")
+        return _rms_norm_composite(input, normalized_shape, weight, eps)[0]
+
+    if _is_compiling():
+        return ops.fused_rms_norm(input, normalized_shape, weight, None if eps is None else float(eps))[0]
     if _autograd.needs_grad(input, weight):
         return _autograd.RMSNormFunction.apply(input, normalized_shape, weight, None if eps is None else float(eps))
     return fused_rms_norm(input, normalized_shape, weight, eps)[0]
+# --8<-- [end:rms_norm_symint]
+
+
+def _channels_last(t) -> bool:
+    """Tensor::suggest_memory_format() is ChannelsLast or ChannelsLast3d: a 4-D or 5-D strided tensor
+    whose strides order its dims like NHWC (NDHWC), by c10's is_channels_last_strides_2d/_3d."""
+    if t.dim() not in (4, 5) or t.layout != torch.strided:
+        return False
+    sizes, strides = t.shape, t.stride()
+    if strides[1] == 0:  # a trivial C dimension: NCHW by default
+        return False
+    smallest = 0
+    for d in ((1, 3, 2, 0) if t.dim() == 4 else (1, 4, 3, 2, 0)):
+        if sizes[d] == 0 or strides[d] < smallest:
+            return False
+        if d == 0 and smallest == strides[1]:  # ambiguous (N111-like): NCHW by default
+            return False
+        smallest = strides[d] * sizes[d] if sizes[d] > 1 else strides[d]
+    return True
+
+
+def _type_meta(dtype: torch.dtype) -> str:
+    """How c10's TypeMeta prints a dtype in torch's messages."""
+    return {torch.float32: "float", torch.float64: "double", torch.float16: "c10::Half",
+            torch.bfloat16: "c10::BFloat16", torch.complex64: "c10::complex<float>",
+            torch.complex128: "c10::complex<double>"}.get(dtype, str(dtype).removeprefix("torch."))

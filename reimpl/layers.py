@@ -36,9 +36,10 @@ LAYERS = (
           "Torch's bits, faster: a forward kernel of ours with torch's exact output where torch takes its "
           "vectorized path, the mirror elsewhere.",
           ("public", "mirror", "device")),
-    Layer("public", ("reimpl", "reimpl.api", "reimpl.autograd", "reimpl.functional", "reimpl.nn"),
-          "reimpl/ (api, autograd, functional, nn)",
-          "The public face: aten's contracts, autograd, torch.nn.functional's signatures and drop-in modules.",
+    Layer("public", ("reimpl", "reimpl.api", "reimpl.autograd", "reimpl.functional", "reimpl.nn", "reimpl.ops"),
+          "reimpl/ (api, autograd, functional, nn, ops)",
+          "The public face: aten's contracts, autograd, torch.nn.functional's signatures, drop-in modules, "
+          "and the same ops registered with torch.library for torch.compile and torch.export.",
           ("mirror", "device")),
     Layer("ladder", ("reimpl.ladder",), "reimpl/ladder/",
           "The study ladder: LayerNorm kernels from the textbook loop to apex's shape, one idea per rung.",
