@@ -30,6 +30,7 @@ from .layer_norm_kernel import (_fused_rms_norm_backward_cuda, _fused_rms_norm_c
                                 layer_norm_cuda)
 
 _get_device = getattr(torch._C, "_cuda_getDevice", None)  # absent from CPU-only builds
+USE_PLANS = True  # False: every call runs the host mirror in full (the host benchmark measures both)
 _is_autocast_enabled = torch.is_autocast_enabled
 
 
@@ -76,32 +77,28 @@ def _guard(device: torch.device):
     return torch.cuda.device(device.index)
 
 
-def _key(t):
-    """What the host mirror's decisions read of a tensor: shape, dtype, device, contiguity and the
-    low bits of its address (the vectorized paths test 16-byte alignment)."""
-    if t is None:
-        return None
-    return (t.shape, t.dtype, t.get_device(), t.is_contiguous(), t.data_ptr() & 63)
-
-
-def _plan_call(method, names, tensors, extra, mirror):
+def _plan_call(method, names, tensors, extra, mirror, keep=None):
     """The mirror call `mirror()` of `tensors` (named `names`, in the aten schema's order), replayed
     from a launch plan when this signature has one. The checks run on a signature's first call
     only: the key holds every tensor's device, so a later call with the key would pass them too."""
     input = tensors[names.index("input")]
     try:
         device = input.get_device()
-        key = (method, *map(_key, tensors), *extra, device)
+        ptrs = [0 if t is None else t.data_ptr() for t in tensors]
+        # what the host mirror's decisions read of each tensor: shape, dtype, device, contiguity and
+        # the low bits of its address (the vectorized paths test 16-byte alignment)
+        key = (method, *[None if t is None else (t.shape, t.dtype, t.get_device(), t.is_contiguous(), p & 63)
+                         for t, p in zip(tensors, ptrs)], *extra)
     except (AttributeError, TypeError):  # not a tensor: the full path raises torch's error
         device = -1
-    if device < 0 or device != _get_device():  # not on the current GPU: the full path checks and guards
+    if device < 0 or device != _get_device() or not USE_PLANS:  # the full path checks and guards
         _check_devices(method, **dict(zip(names, tensors)))
         with _guard(input.device):
             return mirror()
-    rt = runtime.get()
-    if key not in getattr(rt, "plans", ()):
+    rt = runtime.current or runtime.get()
+    if key not in rt.plans:
         _check_devices(method, **dict(zip(names, tensors)))
-    return replay.call(rt, key, tensors, mirror)
+    return replay.call(rt, key, tensors, mirror, ptrs, keep)
 
 
 def native_layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
@@ -111,18 +108,18 @@ def native_layer_norm(input, normalized_shape, weight=None, bias=None, eps: floa
     return _native_layer_norm(input, normalized_shape, weight, bias, eps)
 
 
-def _native_layer_norm(input, normalized_shape, weight, bias, eps):
-    """native_layer_norm after autocast."""
+def _native_layer_norm(input, normalized_shape, weight, bias, eps, keep=None):
+    """native_layer_norm after autocast. keep=1: the caller drops mean and rstd (reimpl/device/replay.py)."""
     shape, eps = _as_shape(normalized_shape), float(eps)
     return _plan_call("native_layer_norm", ("input", "weight", "bias"), (input, weight, bias), (shape, eps),
-                      lambda: layer_norm_cuda(input, shape, weight, bias, eps))
+                      lambda: layer_norm_cuda(input, shape, weight, bias, eps), keep)
 
 
-def fused_rms_norm(input, normalized_shape, weight=None, eps: float | None = None):
-    """torch.ops.aten._fused_rms_norm: returns (out, rstd)."""
+def fused_rms_norm(input, normalized_shape, weight=None, eps: float | None = None, keep=None):
+    """torch.ops.aten._fused_rms_norm: returns (out, rstd). (keep: as _native_layer_norm's.)"""
     shape, eps = _as_shape(normalized_shape), None if eps is None else float(eps)
     return _plan_call("_fused_rms_norm", ("input", "weight"), (input, weight), (shape, eps),
-                      lambda: _fused_rms_norm_cuda(input, shape, weight, eps))
+                      lambda: _fused_rms_norm_cuda(input, shape, weight, eps), keep)
 
 
 def _mask(output_mask, n: int) -> tuple[bool, ...]:

@@ -13,8 +13,9 @@ from torch.autograd.function import once_differentiable
 from . import api
 
 
-def needs_grad(*tensors) -> bool:
-    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+def needs_grad(input, weight, bias=None) -> bool:
+    return torch.is_grad_enabled() and (input.requires_grad or (weight is not None and weight.requires_grad)
+                                        or (bias is not None and bias.requires_grad))
 
 
 class LayerNormFunction(torch.autograd.Function):

@@ -33,7 +33,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
         input, weight, bias = autocast_fp32(input, weight, bias)
     if _autograd.needs_grad(input, weight, bias):
         return _autograd.LayerNormFunction.apply(input, _as_shape(normalized_shape), weight, bias, float(eps))
-    return _native_layer_norm(input, normalized_shape, weight, bias, eps)[0]
+    return _native_layer_norm(input, normalized_shape, weight, bias, eps, keep=1)[0]  # mean, rstd unseen
 
 
 # --8<-- [start:rms_norm_composite]
@@ -95,7 +95,7 @@ def rms_norm(input, normalized_shape, weight=None, eps: float | None = None):
         return ops.fused_rms_norm(input, normalized_shape, weight, None if eps is None else float(eps))[0]
     if _autograd.needs_grad(input, weight):
         return _autograd.RMSNormFunction.apply(input, normalized_shape, weight, None if eps is None else float(eps))
-    return fused_rms_norm(input, normalized_shape, weight, eps)[0]
+    return fused_rms_norm(input, normalized_shape, weight, eps, keep=1)[0]
 # --8<-- [end:rms_norm_symint]
 
 

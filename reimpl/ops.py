@@ -8,7 +8,8 @@ can put them in a graph:
     torch.ops.reimpl.fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight?,
                                              output_mask) -> (dX?, dweight?)
 
-The schemas are aten's. Each op runs reimpl/api.py on real tensors; its fake implementation gives
+The schemas are aten's, except that the backward ops return `Tensor?` where aten returns an
+undefined Tensor (Python sees None in both). Each op runs reimpl/api.py on real tensors; its fake implementation gives
 the shapes, dtypes and strides that the CUDA kernels' host code allocates (contiguous outputs, the
 statistics in the accumulate type with the normalized dims kept as 1), after the same shape checks.
 Autograd is registered as torch's derivatives.yaml wires aten's ops (forward -> its backward op, mask

@@ -93,3 +93,29 @@ def test_a_full_cache_is_emptied():
         for i in range(replay.MAX_PLANS + 1):
             replay.call(rt, i, (x,), lambda: (torch.empty(1),))
     assert len(rt.plans) == 1
+
+
+def test_dropped_outputs_go_to_a_scratch_buffer():
+    """keep=1 (F.layer_norm drops mean and rstd): the same launches, the dropped outputs written to
+    disjoint, aligned places in one scratch buffer that grows and is never freed."""
+    case = Case.from_dict(FORWARD[0]["case"] | {"shape": [64, 1024], "dtype": "fp32"})
+    first, args = case.make_args("cpu", values=False), case.make_args("cpu", values=False)
+    rt = runtime.RecordingRuntime()
+    with runtime.use(rt):
+        replay.call(rt, "sig", first, lambda: case.run_host(*first))
+        before = len(rt.calls)
+        (y,) = replay.call(rt, "sig", args, lambda: case.run_host(*args), keep=1)
+    with runtime.use(runtime.RecordingRuntime()) as full:
+        want = case.run_host(*args)
+    got_calls, want_calls = rt.calls[before:], full.calls
+    assert [(k.name, l.grid, l.block, l.shared) for k, l, _ in got_calls] == \
+           [(k.name, l.grid, l.block, l.shared) for k, l, _ in want_calls]
+    assert _meta((y,)) == _meta(want[:1])
+    (kernel, _, got_args), = got_calls
+    params = kernel.template.params
+    ptr_args = [a for kind, a in zip(params, got_args) if kind == "ptr"]
+    (buf,) = replay._SCRATCH[(torch.device("cpu"), 0)][-1:]
+    dropped = [a for a in ptr_args if buf.data_ptr() <= a < buf.data_ptr() + buf.numel()]
+    assert len(dropped) == 2 and all(a % 256 == 0 for a in dropped)
+    assert abs(dropped[0] - dropped[1]) >= 64 * 4  # mean and rstd: 64 floats each, not overlapping
+    assert y.data_ptr() in ptr_args and args[0].data_ptr() in ptr_args

@@ -21,7 +21,12 @@ decisions depend on. Nothing here knows about LayerNorm.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+
+import torch
+
+from . import runtime
+from .runtime import dim3
 
 MAX_PLANS = 4096  # per runtime; a full cache is emptied (signatures beyond this are unusual)
 
@@ -41,26 +46,58 @@ class _Recorder:
         self.launches.append((kernel, grid, block, shared, stream, args))
 
 
-@dataclass(frozen=True)
 class Plan:
-    n_inputs: int
-    outputs: tuple          # per returned value: None, or (shape, dtype, device)
-    launches: tuple         # (kernel, grid, block, shared, args): arg = ("t", i) or ("c", value)
+    """One signature's outputs and launches. `launches` hold (kernel, grid, block, shared, args) with
+    grid and block as 3-tuples and each arg (True, i): the address of tensor i (inputs, then
+    outputs), or (False, value): a constant."""
+    __slots__ = ("outputs", "launches", "_bound", "_scratch_offsets", "_device")
 
-    def replay(self, rt, inputs: tuple):
-        outs = tuple(None if spec is None else _empty(*spec) for spec in self.outputs)
-        tensors = inputs + outs
-        ptrs = [0 if t is None else t.data_ptr() for t in tensors]
+    def __init__(self, outputs: tuple, launches: tuple):
+        self.outputs = outputs    # per returned value: None, or (shape, dtype, device)
+        self.launches = launches
+        self._bound = None        # the runtime's launchers, bound on first replay
+        # where each output would sit in a scratch buffer (256-byte aligned, as the allocator's blocks)
+        offsets, end = [], 0
+        for spec in outputs:
+            offsets.append(end)
+            if spec is not None:
+                end += -(-math.prod(spec[0]) * spec[1].itemsize // 256) * 256
+        self._scratch_offsets = (tuple(offsets), end)
+        self._device = next((spec[2] for spec in outputs if spec is not None), None)
+
+    def replay(self, rt, in_ptrs: list, keep: int | None = None):
+        """The outputs of a call whose inputs sit at `in_ptrs` (0 for None). With `keep`, only the
+        first `keep` outputs are allocated and returned; the kernels write the others into a scratch
+        buffer that no caller sees (a caller that drops them, such as F.layer_norm's mean and rstd)."""
+        specs = self.outputs if keep is None else self.outputs[:keep]
+        outs = [None if spec is None else torch.empty(spec[0], dtype=spec[1], device=spec[2]) for spec in specs]
+        ptrs = in_ptrs + [0 if t is None else t.data_ptr() for t in outs]
         stream = rt.getCurrentCUDAStream()
-        for kernel, grid, block, shared, args in self.launches:
-            rt.launch(kernel, grid, block, shared, stream,
-                      *[ptrs[v] if how == "t" else v for how, v in args])
-        return outs
+        if keep is not None:
+            offsets, size = self._scratch_offsets
+            base = scratch(self._device, stream, size)
+            ptrs += [0 if spec is None else base + offsets[keep + j] for j, spec in enumerate(self.outputs[keep:])]
+        bound = self._bound
+        if bound is None:
+            bound = self._bound = [rt.bind(launch[0]) for launch in self.launches]
+        for fn, (_kernel, grid, block, shared, args) in zip(bound, self.launches):
+            fn(grid, block, shared, stream, *[ptrs[v] if is_ptr else v for is_ptr, v in args])
+        return tuple(outs)
 
 
-def _empty(shape, dtype, device):
-    import torch
-    return torch.empty(shape, dtype=dtype, device=device)
+_SCRATCH: dict = {}  # (device, stream) -> the buffers made for it, the largest last
+
+
+def scratch(device, stream: int, nbytes: int) -> int:
+    """The address of at least `nbytes` of device memory that only kernels on `stream` write, in
+    stream order. Buffers grow by doubling and are never freed, so an address a captured CUDA graph
+    holds stays valid."""
+    bufs = _SCRATCH.get((device, stream))
+    if bufs is None or bufs[-1].numel() < nbytes:
+        size = max(nbytes, 2 * bufs[-1].numel() if bufs else 4096)
+        bufs = _SCRATCH.setdefault((device, stream), [])
+        bufs.append(torch.empty(size, dtype=torch.uint8, device=device))
+    return bufs[-1].data_ptr()
 
 
 def _make_plan(inputs: tuple, outputs: tuple, launches: list, stream: int) -> Plan | None:
@@ -85,11 +122,11 @@ def _make_plan(inputs: tuple, outputs: tuple, launches: list, stream: int) -> Pl
                 i = where.get(int(a))
                 if i is None:
                     return None  # a buffer of the host code's own (a copy, a partial-sum buffer)
-                spec.append(("t", i))
+                spec.append((True, i))
                 written.add(i)
             else:
-                spec.append(("c", a))
-        steps.append((kernel, grid, block, shared, tuple(spec)))
+                spec.append((False, a))
+        steps.append((kernel, dim3(grid), dim3(block), shared, tuple(spec)))
     out_specs = []
     for j, t in enumerate(outputs):
         if t is None:
@@ -98,24 +135,26 @@ def _make_plan(inputs: tuple, outputs: tuple, launches: list, stream: int) -> Pl
         if not t.is_contiguous() or len(inputs) + j not in written:
             return None  # torch.empty would not give this tensor back, or no launch of ours wrote it
         out_specs.append((tuple(t.shape), t.dtype, t.device))
-    return Plan(len(inputs), tuple(out_specs), tuple(steps))
+    return Plan(tuple(out_specs), tuple(steps))
 
 
 _MISSING = object()
 
 
-def call(rt, key, inputs: tuple, run):
+def call(rt, key, inputs: tuple, run, in_ptrs: list | None = None, keep: int | None = None):
     """run() -> tuple of tensors (or None), the host function applied to `inputs` (the tensors, or
-    None, whose addresses its launches may take) and whatever else it needs; `rt` is the current
-    runtime. Replayed from the plan kept under `key` where there is one; otherwise run for real,
-    and its plan (or the fact that it has none) kept under `key`."""
-    plans = rt.__dict__.setdefault("plans", {})
+    None, whose addresses its launches may take; `in_ptrs` their addresses, if the caller has them)
+    and whatever else it needs; `rt` is the current runtime. Replayed from the plan kept under `key`
+    where there is one (with `keep`, see Plan.replay); otherwise run for real, and its plan (or the
+    fact that it has none) kept under `key`."""
+    plans = rt.plans
     plan = plans.get(key, _MISSING)
     if plan is None:
         return run()
     if plan is not _MISSING:
-        return plan.replay(rt, inputs)
-    from . import runtime
+        if in_ptrs is None:
+            in_ptrs = [0 if t is None else t.data_ptr() for t in inputs]
+        return plan.replay(rt, in_ptrs, keep)
     recorder = _Recorder(rt)
     stream = rt.getCurrentCUDAStream()
     with runtime.use(recorder):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import threading
 from dataclasses import dataclass, field
@@ -65,6 +66,7 @@ class RecordingRuntime:
         self.properties = dict(properties or H100_PROPERTIES)
         self.launches: list[Launch] = []
         self.calls: list[tuple[object, Launch, tuple]] = []  # with the arguments, for replay (emulator)
+        self.plans: dict = {}  # launch plans (reimpl/device/replay.py)
 
     def getCurrentCUDAStream(self, device_index: int | None = None) -> int:
         return 0
@@ -74,6 +76,10 @@ class RecordingRuntime:
 
     def warp_size(self) -> int:
         return self.properties["warpSize"]
+
+    def bind(self, kernel):
+        """A launcher of `kernel`: (grid, block, shared, stream, *args), as launch() takes them."""
+        return functools.partial(self.launch, kernel)
 
     def launch(self, kernel, grid, block, shared: int, stream: int, *args) -> None:
         _pack(kernel, args)  # same argument checks as a real launch
@@ -150,6 +156,7 @@ class TorchCupyRuntime:
         self._thread = threading.local()  # .ready: devices whose context is current in this thread
         self.record: list[Launch] | None = None  # set to a list to also record live launches
         self.compile_extra: tuple[str, ...] = ()  # NVRTC options beyond torch's (gpu_trace adds its switch)
+        self.plans: dict = {}  # launch plans (reimpl/device/replay.py)
 
     def _state(self, device: int) -> _DeviceState:
         st = self._devices.get(device)
@@ -209,6 +216,26 @@ class TorchCupyRuntime:
             ready = self._thread.ready = set()
         cupy.cuda.runtime.setDevice(device)
         ready.add(device)
+
+    def bind(self, kernel):
+        """A launcher of `kernel` on the current device: (grid, block, shared, stream, *args) with grid
+        and block as 3-tuples. In driver mode it calls the function found once, here; it goes through
+        launch() while launches are recorded, in a thread whose context is not yet current, and in
+        any subclass that changes launch()."""
+        if type(self).launch is not TorchCupyRuntime.launch or self.launch_mode != "driver":
+            return functools.partial(self.launch, kernel)
+        device = self._get_device()
+        if device not in getattr(self._thread, "ready", ()):
+            self._ensure_context(device)
+        st = self._devices.get(device)
+        fn = (st.functions.get(kernel) if st is not None else None) or self._function(device, kernel)
+        thread, slow = self._thread, functools.partial(self.launch, kernel)
+
+        def launch(grid, block, shared, stream, *args):
+            if self.record is not None or device not in getattr(thread, "ready", ()):
+                return slow(grid, block, shared, stream, *args)
+            fn(grid, block, shared, stream, args)
+        return launch
 
     def launch(self, kernel, grid, block, shared: int, stream: int, *args) -> None:
         device = self._get_device()

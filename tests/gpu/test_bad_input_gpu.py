@@ -71,19 +71,41 @@ def test_functional_rms_norm_bad_input(name):
                       lambda: torch.nn.functional.rms_norm(x, list(ns), w, 1e-5))
 
 
-def test_functional_rms_norm_mixed_dtypes_is_refused():
-    # torch warns "Cannot dispatch to fused implementation" and computes a composite; we say so instead.
-    x, w = _x(8, 512, dtype=torch.float16), _x(512)
-    with pytest.warns(UserWarning, match="fused"):
-        torch.nn.functional.rms_norm(x, [512], w)
-    rt = runtime.get()
-    rt.record = []
-    try:
-        with pytest.raises(reimpl.functional.FusedRmsNormUnavailable, match="weight dtype torch.float32"):
-            reimpl.rms_norm(x, (512,), w)
-        assert rt.record == []
-    finally:
-        rt.record = None
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_layer_norm_bad_input_through_the_registered_op(name):
+    x, ns, w, b = BAD[name]()
+    assert_same_error(lambda: torch.ops.reimpl.native_layer_norm(x, list(ns), w, b, 1e-5),
+                      lambda: torch.ops.aten.native_layer_norm(x, list(ns), w, b, 1e-5))
+
+
+@pytest.mark.parametrize("name", ["normalized_shape_mismatch", "weight_shape", "weight_dtype", "integer_input",
+                                  "weight_on_cpu", "input_fewer_dims"])
+def test_fused_rms_norm_bad_input_through_the_registered_op(name):
+    x, ns, w, _b = BAD[name]()
+    assert_same_error(lambda: torch.ops.reimpl.fused_rms_norm(x, list(ns), w, 1e-5),
+                      lambda: torch.ops.aten._fused_rms_norm(x, list(ns), w, 1e-5))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_mixed_dtypes_under_autocast_fail_as_torchs(dtype):
+    """Under autocast: a float64 input is never cast, so an fp32 weight mismatches it (LayerNorm);
+    _fused_rms_norm has no autocast rule, so a low-precision input with an fp32 weight mismatches."""
+    x64, w = _x(8, 512, dtype=torch.float64), _x(512)
+    x = _x(8, 512, dtype=dtype)
+    with torch.autocast("cuda", dtype=dtype):
+        assert_same_error(lambda: reimpl.layer_norm(x64, (512,), w),
+                          lambda: torch.nn.functional.layer_norm(x64, [512], w))
+        assert_same_error(lambda: torch.ops.reimpl.native_layer_norm(x64, [512], w, None, 1e-5),
+                          lambda: torch.ops.aten.native_layer_norm(x64, [512], w, None, 1e-5))
+        assert_same_error(lambda: reimpl.fused_rms_norm(x, (512,), w, 1e-5),
+                          lambda: torch.ops.aten._fused_rms_norm(x, [512], w, 1e-5))
+        assert_same_error(lambda: torch.ops.reimpl.fused_rms_norm(x, [512], w, 1e-5),
+                          lambda: torch.ops.aten._fused_rms_norm(x, [512], w, 1e-5))
+
+
+def test_layer_norm_mixed_dtypes_out_of_autocast_fail_as_torchs():
+    x, w = _x(8, 512, dtype=torch.bfloat16), _x(512)
+    assert_same_error(lambda: reimpl.layer_norm(x, (512,), w), lambda: torch.nn.functional.layer_norm(x, [512], w))
 
 
 def test_cpu_input_is_refused_by_name():
