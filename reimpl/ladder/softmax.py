@@ -35,18 +35,19 @@ class SoftmaxKernel:
     template: str
     differs: str
     config: Callable[[int, int], tuple]  # (M, N) -> grid, block
+    threads: int                         # threads that reduce one row (the error bound depends on it)
 
 
 KERNELS = {k.name: k for k in (
     SoftmaxKernel("three_pass", "softmax_three_pass",
                   "the safe softmax: a block finds the row's maximum, sums exp(x - max), then writes",
-                  lambda M, N: ((M,), (BLOCK,))),
+                  lambda M, N: ((M,), (BLOCK,)), BLOCK),
     SoftmaxKernel("online_warp", "softmax_online_warp",
                   "one warp per row; one pass builds (m, d) per lane, lanes merge, then the write",
-                  lambda M, N: (((M + 3) // 4,), (128,))),
+                  lambda M, N: (((M + 3) // 4,), (128,)), 32),
     SoftmaxKernel("online_block", "softmax_online_block",
                   "one block per row; (m, d) per thread, merged by shuffles, then through shared memory",
-                  lambda M, N: ((M,), (BLOCK,))),
+                  lambda M, N: ((M,), (BLOCK,)), BLOCK),
 )}
 
 
