@@ -179,3 +179,66 @@ def test_md_merge_empty_state_is_an_identity():
     assert softmax.md_merge(softmax.EMPTY, s) == s and softmax.md_merge(s, softmax.EMPTY) == s
     assert softmax.md_merge(softmax.EMPTY, softmax.EMPTY) == softmax.EMPTY
     assert softmax.md_push(s, -np.inf) == s
+
+
+def test_welford_merging_is_not_associative():
+    """The demonstration's row: torch's tree and left-to-right merging differ in both bit patterns;
+    torch's tree is what the emulator's native_layer_norm (tied to the H100 by the golden vectors)
+    returns; the script prints what the module computes now."""
+    import json
+    import subprocess
+    import sys
+
+    from reimpl.emulator import merge_order, native_layer_norm
+    from tests.site_helpers import ROOT
+    d = merge_order.demo()
+    t, lr = d["trees"]["torch"], d["trees"]["left_to_right"]
+    assert t["mean"] != lr["mean"] and t["var"] != lr["var"]
+    x = np.asarray(d["row"], np.float32)
+    assert [merge_order.bits(v) for v in x] == d["row_bits"]
+    _, mean, _ = native_layer_norm(x.reshape(1, 16), (16,), None, None, 1e-5)
+    assert merge_order.bits(mean.reshape(-1)[0]) == t["mean"]
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "merge_order_demo.py"), "--json"], check=True,
+                         capture_output=True, text=True, cwd=ROOT).stdout
+    assert json.loads(out) == json.loads(json.dumps(d))
+
+
+def test_pattern_page_shows_the_bits_computed_now():
+    from reimpl.docsite import render
+    from reimpl.emulator import merge_order
+    d = merge_order.demo()
+    page = render.expand("{% merge_order %}\n", "ladder/pattern.md", "../")
+    for r in d["trees"].values():
+        assert f"`{r['mean']}`" in page and f"`{r['var']}`" in page
+    assert "| LayerNorm | each row" in render.expand("{% siblings_axes %}\n", "ladder/pattern.md", "../")
+
+
+def _fixture():
+    """A small hand-made results file (not a measurement: it only exercises the renderer)."""
+    stamp = {"device": "GPU-X", "torch": "t", "cuda": "c", "date": "d"}
+    sm = [{"kernel": "online_warp", "dtype": "float32", "family": "normal", "M": 37, "N": 1000,
+           "max_ulp_to_torch": 5.0, "nan_positions_match": True, "nan_rows": 0, "identical_to_torch": 0.5,
+           "max_rel_err": 1e-7, "torch_max_rel_err": 2e-7}]
+    bn = [{"impl": "kernel", "dtype": "bfloat16", "param_dtype": "float32", "family": "normal", "shape": [8, 3, 5],
+           "mode": "train", "steps": 1, "momentum": 0.1, "y_rel": 1e-3, "running_mean_rel": 1e-7,
+           "running_var_rel": 2e-7, "num_batches_tracked": [1, 1]}]
+    bench = [{"op": "softmax", "dtype": "fp32", "shape": [4, 8], "kernel": k, "ms": 0.01, "gbps": g,
+              "pct_copy": p} for k, g, p in (("copy", 100.0, 100.0), ("online_warp", 50.0, 50.0))]
+    return {**stamp, "softmax": sm, "batchnorm": bn}, {**stamp, "method": "m", "rows": bench}
+
+
+def test_sibling_renderers_on_a_fixture_and_without_results():
+    from reimpl.docsite import siblings_tables as st
+    errors, bench = _fixture()
+    limit = accuracy.softmax_bound(32, "float32", 1000)[0]
+    assert f"| normal | float32 | 5 | 37x1000 | {limit} | yes | 50.0% |" in st.softmax_errors(errors, "online_warp")
+    table = st.batchnorm_errors(errors, "kernel")
+    assert "| bfloat16 | float32 | train | 0.001 | 8x3x5 normal |" in table and "Where the bounds" in table
+    assert "| `online_warp` | 50 (50%) |" in st.bandwidth(bench, "softmax.fp32")
+    assert "GPU-X" in st.stamp(errors, bench)
+    for text in (st.softmax_errors(None, "three_pass"), st.batchnorm_errors(None, "kernel"),
+                 st.bandwidth(None, "softmax.fp32")):
+        assert text.startswith("*Not measured yet: run `python scripts/gpu/siblings_")
+    assert st.stamp(None, None) == ""
+    with pytest.raises(ValueError):
+        st.softmax_errors(errors, "three_pass")  # a kernel with no rows is an error, not an empty table

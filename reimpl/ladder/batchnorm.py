@@ -53,6 +53,7 @@ def verify_batch_size(size) -> None:
         raise ValueError(f"Expected more than 1 value per channel when training, got input size {size}")
 
 
+# --8<-- [start:batch_norm]
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training: bool = False,
                momentum: float = 0.1, eps: float = 1e-5, kernel: bool = False):
     """F.batch_norm in torch ops (or, with kernel=True on CUDA in training, our kernel). Updates
@@ -85,6 +86,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if bias is not None:
         y = y + bias.float().view(shape)
     return y.to(input.dtype)
+# --8<-- [end:batch_norm]
 
 
 def batch_norm_train_forward(x, weight=None, bias=None, running_mean=None, running_var=None,
