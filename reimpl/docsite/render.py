@@ -9,6 +9,8 @@
     {% layers %}             the package's layers (reimpl/layers.py): folder, purpose, what each may import
     {% ladder_* ARG %}       the study ladder's tables and charts (reimpl/docsite/ladder_tables.py)
     {% releases %}, {% releases_gpu %}   the torch release matrix (reimpl/docsite/releases_table.py)
+    {% siblings_* %}, {% softmax_errors %}, {% batchnorm_errors %}, {% merge_order %}
+                             BatchNorm's and softmax's pages (reimpl/docsite/siblings_tables.py)
 
 Each directive sits alone on its line. An unknown directive is an error, so a typo fails the build.
 """
@@ -21,7 +23,7 @@ from pathlib import Path
 
 from ..layers import LAYERS
 from ..upstream import manifest as manifest_mod
-from . import ladder_tables, releases_table
+from . import ladder_tables, releases_table, siblings_tables
 from .diagrams import DIAGRAMS
 
 ROOT = manifest_mod.ROOT
@@ -191,6 +193,9 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return ladder_tables.fast_bandwidth(arg)
         if kind == "ladder_ncu" and not arg:
             return ladder_tables.ncu()
+        sibling = siblings_tables.expand(kind, arg)
+        if sibling is not None:
+            return sibling
         raise ValueError(f"{page}: unknown directive {match.group(0)!r}")
 
     return DIRECTIVE.sub(one, markdown)

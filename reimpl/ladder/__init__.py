@@ -5,6 +5,12 @@ bits; each rung's error is measured and bounded per input family (tests/gpu/test
 
     cuda/ladder.cu   the CUDA rungs
     rungs.py         their launch configurations and the launcher
+    cuda/common.cuh  storage conversions and the Welford state, merge and trees, shared by the kernels
+
+LayerNorm's siblings, the same reduce-then-broadcast pattern (each with its own launcher):
+
+    batchnorm.py, cuda/batchnorm.cu   BatchNorm: torch-level modules and a training-forward kernel
+    softmax.py, cuda/softmax.cu       softmax: three-pass and online (m, d) kernels, a NumPy model
 
 Imports: reimpl.device only (the same NVRTC path and runtime as the mirror).
 """

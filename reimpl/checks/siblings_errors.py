@@ -1,0 +1,151 @@
+"""The siblings' accuracy, measured against torch on the GPU (tests/gpu/test_siblings_gpu.py asserts
+the bounds of reimpl/ladder/accuracy.py on these; scripts/gpu/siblings_errors.py writes the tables
+the pages render):
+
+- softmax: for each kernel, dtype, input family and shape, the largest distance to torch.softmax in
+  ulps of the storage type, whether NaN falls where torch's does, the share of bit-identical
+  outputs, and the largest relative error against a float64 softmax, ours and torch's;
+- BatchNorm: for our torch-level modules and our kernel, the largest |ours - torch| / max(|torch|, 1)
+  of the output and of the updated running statistics, against torch.nn.BatchNorm1d/2d.
+"""
+from __future__ import annotations
+
+SOFTMAX_NS = (1, 3, 128, 1000, 4096, 32768)
+SOFTMAX_MS = (1, 37, 1024)
+MIN_EXP = {"float32": -126, "float16": -14, "bfloat16": -126}  # the smallest normal's exponent
+
+# BatchNorm shapes (N, C, *): the largest has 131072 values per channel, 256 per thread of our
+# kernel; then odd sizes, C = 1, spatial size 1, (N, C) and (N, C, L) input
+BN_SHAPES = ((32, 16, 64, 64), (8, 3, 17, 13), (64, 1, 9, 9), (16, 32, 1, 1), (256, 100), (4, 7, 33), (2, 5))
+BN_EVAL_ONLY = ((1, 8, 5, 5), (1, 8), (1, 3, 1, 1))  # a batch of 1: torch refuses (1, C) and (1, C, 1, 1) in training
+# (storage of x, of the parameters and running statistics): fp32, bf16, and bf16 input to a float32 module
+BN_DTYPES = (("float32", "float32"), ("bfloat16", "bfloat16"), ("bfloat16", "float32"))
+BN_IMPLS = ("torch_level", "kernel")
+
+
+def softmax_shapes():
+    return [(M, N) for M in SOFTMAX_MS for N in SOFTMAX_NS]
+
+
+def softmax_input(family: str, M: int, N: int, dtype, seed: int = 0, device: str = "cuda"):
+    import torch
+    g = torch.Generator(device=device).manual_seed(seed)
+    x = torch.randn(M, N, device=device, dtype=torch.float32, generator=g)
+    rows = torch.arange(M, device=device).view(M, 1)
+    cols = torch.arange(N, device=device).view(1, N)
+    if family == "large":
+        x = x * 1e4  # exp(x - max) underflows to 0 for all but a few elements of a row
+    elif family == "neg_inf":
+        # a causal mask (row r keeps its first r mod N + 1 columns), and every 7th row all -inf
+        x = x.masked_fill((cols > rows % N) | (rows % 7 == 3), float("-inf"))
+    elif family == "pos_inf":
+        x = x.masked_fill((rows % 5 == 0) & (cols == (rows * 7) % N), float("inf"))  # NaN rows in torch
+    elif family != "normal":
+        raise ValueError(family)
+    return x.to(dtype)
+
+
+def ulps(diff, ref, dtype_name: str):
+    """|diff| in units in the last place of the storage type at |ref| (the subnormal spacing below
+    the smallest normal): a softmax output is a probability, its scale is its own."""
+    import torch
+    from ..ladder.accuracy import MANTISSA
+    exp = torch.floor(torch.log2(ref.abs())).clamp(min=MIN_EXP[dtype_name])
+    return diff.abs() / torch.exp2(exp - MANTISSA[dtype_name])
+
+
+def _rel_to_f64(y, ref, dtype_name: str) -> float:
+    import torch
+    ok = ~torch.isnan(ref) & (ref.abs() >= 2.0 ** MIN_EXP[dtype_name])
+    if not bool(ok.any()):
+        return 0.0
+    return float(((y.double() - ref).abs() / ref.abs())[ok].max())
+
+
+def measure_softmax(dtype, family: str, M: int, N: int) -> list[dict]:
+    """One row per kernel of ours on the same input, each against torch.softmax and float64."""
+    import torch
+    from ..ladder import softmax
+    from .parity import bit_mismatches
+    name = str(dtype).removeprefix("torch.")
+    x = softmax_input(family, M, N, dtype)
+    theirs = torch.softmax(x, -1)
+    ref = torch.softmax(x.double(), -1)
+    torch_rel = _rel_to_f64(theirs, ref, name)
+    rows = []
+    for k in softmax.KERNELS:
+        y = softmax.run(k, x)
+        nan_y, nan_t = torch.isnan(y), torch.isnan(theirs)
+        both = ~nan_y & ~nan_t
+        d = (y.double() - theirs.double()).where(both, 0.0)
+        rows.append({"kernel": k, "dtype": name, "family": family, "M": M, "N": N,
+                     "max_ulp_to_torch": float(ulps(d, theirs.double().where(both, 1.0), name).max()),
+                     "nan_positions_match": bool((nan_y == nan_t).all()),
+                     "nan_rows": int(nan_t.all(-1).sum()) if N else 0,
+                     "identical_to_torch": 1 - bit_mismatches(y, theirs) / max(y.numel(), 1),
+                     "max_rel_err": _rel_to_f64(y, ref, name), "torch_max_rel_err": torch_rel})
+    return rows
+
+
+def _modules(shape, param_dtype, impl: str, seed: int = 0, momentum=0.1, device: str = "cuda"):
+    """torch's module and ours for `shape`, ours loaded with torch's (randomised) state."""
+    import torch
+    from ..ladder import batchnorm
+    C = shape[1]
+    theirs_cls, ours_cls = ((torch.nn.BatchNorm2d, batchnorm.BatchNorm2d) if len(shape) == 4
+                            else (torch.nn.BatchNorm1d, batchnorm.BatchNorm1d))
+    g = torch.Generator(device=device).manual_seed(seed + 1)
+    theirs = theirs_cls(C, momentum=momentum, device=device, dtype=param_dtype)
+    with torch.no_grad():
+        for t, v in ((theirs.weight, 1 + 0.1 * torch.randn(C, device=device, generator=g)),
+                     (theirs.bias, 0.1 * torch.randn(C, device=device, generator=g)),
+                     (theirs.running_mean, 0.1 * torch.randn(C, device=device, generator=g)),
+                     (theirs.running_var, 1 + torch.rand(C, device=device, generator=g))):
+            t.copy_(v)
+    ours = ours_cls(C, momentum=momentum, device=device, dtype=param_dtype, kernel=impl == "kernel")
+    ours.load_state_dict(theirs.state_dict())
+    return theirs, ours
+
+
+def _rel(a, b) -> float:
+    return float(((a.double() - b.double()).abs() / b.double().abs().clamp(min=1.0)).max()) if a.numel() else 0.0
+
+
+def measure_batchnorm(impl: str, dtype: str, param_dtype: str, family: str, shape: tuple, mode: str,
+                      steps: int = 1, momentum=0.1, seed: int = 0, device: str = "cuda") -> dict:
+    """`steps` forwards of torch's module and ours on the same inputs (train or eval); the worst
+    output error over the steps and the running statistics' error after the last."""
+    import torch
+    theirs, ours = _modules(shape, getattr(torch, param_dtype), impl, seed, momentum, device)
+    theirs.train(mode == "train")
+    ours.train(mode == "train")
+    g = torch.Generator(device=device).manual_seed(seed)
+    y_rel = 0.0
+    for _ in range(steps):
+        x = torch.randn(shape, device=device, dtype=torch.float32, generator=g)
+        if family == "offset_10":
+            x = x + 10
+        elif family != "normal":
+            raise ValueError(family)
+        x = x.to(getattr(torch, dtype))
+        with torch.no_grad():
+            y_rel = max(y_rel, _rel(ours(x), theirs(x)))
+    return {"impl": impl, "dtype": dtype, "param_dtype": param_dtype, "family": family, "shape": list(shape),
+            "mode": mode, "steps": steps, "momentum": momentum, "y_rel": y_rel,
+            "running_mean_rel": _rel(ours.running_mean, theirs.running_mean),
+            "running_var_rel": _rel(ours.running_var, theirs.running_var),
+            "num_batches_tracked": [int(ours.num_batches_tracked), int(theirs.num_batches_tracked)]}
+
+
+def batchnorm_cases():
+    """(impl, dtype, param_dtype, family, shape, mode) of the error table."""
+    for impl in BN_IMPLS:
+        for dtype, pdt in BN_DTYPES:
+            for family in ("normal", "offset_10"):
+                for shape in BN_SHAPES:
+                    yield impl, dtype, pdt, family, shape, "train"
+                    if impl == "torch_level":  # the kernel is the training forward only
+                        yield impl, dtype, pdt, family, shape, "eval"
+                if impl == "torch_level":
+                    for shape in BN_EVAL_ONLY:
+                        yield impl, dtype, pdt, family, shape, "eval"

@@ -1,0 +1,171 @@
+"""The sibling pages' tables, rendered at build time: from the committed GPU results
+(results/siblings_errors.json, results/siblings_bench.json) with the stated bounds of
+reimpl/ladder/accuracy.py, and from CPU computations that need no GPU (the axes example, the
+merge-order demonstration).
+
+    {% siblings_axes %}                  the 2 x 4 example: what LayerNorm, BatchNorm, softmax reduce
+    {% merge_order %}                    one row's (mean, variance) bits along four merge trees
+    {% softmax_errors KERNEL %}          distance to torch.softmax per family and dtype, its bound
+    {% batchnorm_errors IMPL %}          distance to torch.nn.BatchNorm per dtype and mode, its bound
+    {% siblings_bandwidth OP.DTYPE %}    GB/s and % of copy, ours beside torch and x.clone()
+    {% siblings_stamp %}                 device, versions, date and method of the GPU runs
+
+Each renderer takes the loaded results as an argument (tests pass small fixtures); a missing file
+renders a "not measured yet" note.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..ladder import accuracy
+from ..ladder.softmax import KERNELS as SOFTMAX_KERNELS
+
+RESULTS = Path(__file__).resolve().parents[2] / "results"
+ERRORS = RESULTS / "siblings_errors.json"
+BENCH = RESULTS / "siblings_bench.json"
+MISSING = "*Not measured yet: run `{cmd}` on a GPU and commit `results/{file}`.*\n"
+ERRORS_CMD = "python scripts/gpu/siblings_errors.py results/siblings_errors.json"
+BENCH_CMD = "python scripts/gpu/siblings_bench.py results/siblings_bench.json"
+
+
+def load(path: Path):
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def stamp(errors: dict | None, bench: dict | None) -> str:
+    parts = []
+    for name, d in (("errors", errors), ("bandwidth", bench)):
+        if d:
+            method = f"; {d['method']}" if "method" in d else ""
+            parts.append(f"{name}: {d['device']}, torch {d['torch']}, CUDA {d['cuda']}, {d['date']}{method}")
+    return ("*" + ". ".join(parts) + ".*\n") if parts else ""
+
+
+def softmax_errors(d: dict | None, kernel: str) -> str:
+    if d is None:
+        return MISSING.format(cmd=ERRORS_CMD, file=ERRORS.name)
+    worst: dict = {}
+    for r in d["softmax"]:
+        if r["kernel"] != kernel:
+            continue
+        limit = accuracy.softmax_bound(SOFTMAX_KERNELS[kernel].threads, r["dtype"], r["N"])[0]
+        w = worst.setdefault((r["family"], r["dtype"]), {"ratio": -1.0, "nan": True, "same": 1.0, "rel": 0.0,
+                                                         "trel": 0.0})
+        if r["max_ulp_to_torch"] / limit > w["ratio"]:
+            w.update(ratio=r["max_ulp_to_torch"] / limit, ulp=r["max_ulp_to_torch"], limit=limit,
+                     at=f"{r['M']}x{r['N']}")
+        w["nan"] &= r["nan_positions_match"]
+        w["same"] = min(w["same"], r["identical_to_torch"])
+        w["rel"] = max(w["rel"], r["max_rel_err"])
+        w["trel"] = max(w["trel"], r["torch_max_rel_err"])
+    if not worst:
+        raise ValueError(f"{kernel}: no softmax rows in {ERRORS.name}")
+    lines = ["| family | dtype | max ulps from torch | at M x N | stated bound there | NaN where torch's "
+             "| bit-identical (worst shape) | rel. error vs float64, ours | torch's |",
+             "|---|---|---:|---|---:|---|---:|---:|---:|"]
+    for (family, dtype), w in sorted(worst.items()):
+        lines.append(f"| {family} | {dtype} | {w['ulp']:.3g} | {w['at']} | {w['limit']} | {'yes' if w['nan'] else '**no**'} "
+                     f"| {100 * w['same']:.1f}% | {w['rel']:.3g} | {w['trel']:.3g} |")
+    why = {accuracy.softmax_bound(SOFTMAX_KERNELS[kernel].threads, dt, 1)[1] for dt in accuracy.STORAGE_ULP}
+    return "\n".join(lines) + "\n\nWhere the bounds come from:\n\n" + "\n".join(f"- {w}" for w in sorted(why)) + "\n"
+
+
+def batchnorm_errors(d: dict | None, impl: str) -> str:
+    if d is None:
+        return MISSING.format(cmd=ERRORS_CMD, file=ERRORS.name)
+    worst: dict = {}
+    for r in d["batchnorm"]:
+        if r["impl"] != impl:
+            continue
+        w = worst.setdefault((r["dtype"], r["param_dtype"], r["mode"]), {"y": (0.0, ""), "rm": 0.0, "rv": 0.0})
+        if r["y_rel"] >= w["y"][0]:
+            w["y"] = (r["y_rel"], "x".join(map(str, r["shape"])) + f" {r['family']}")
+        if r["mode"] == "train":
+            w["rm"], w["rv"] = max(w["rm"], r["running_mean_rel"]), max(w["rv"], r["running_var_rel"])
+    if not worst:
+        raise ValueError(f"{impl}: no BatchNorm rows in {ERRORS.name}")
+    lines = ["| x | parameters | mode | worst error of y | at | bound | running mean | running var | bound |",
+             "|---|---|---|---:|---|---:|---:|---:|---:|"]
+    reasons = set()
+    for (dtype, pdt, mode), w in sorted(worst.items()):
+        yb, ywhy = accuracy.batchnorm_bound(dtype, "y")
+        rb, rwhy = accuracy.batchnorm_bound(pdt, "running")
+        reasons |= {ywhy, rwhy}
+        run = f"{w['rm']:.3g} | {w['rv']:.3g} | {rb:.3g}" if mode == "train" else "— | — | —"
+        lines.append(f"| {dtype} | {pdt} | {mode} | {w['y'][0]:.3g} | {w['y'][1]} | {yb:.3g} | {run} |")
+    return ("\n".join(lines) + "\n\nWhere the bounds come from (relative to max(|torch's value|, 1)):\n\n"
+            + "\n".join(f"- {r}" for r in sorted(reasons)) + "\n")
+
+
+ORDER = ("three_pass", "online_warp", "online_block", "bn_kernel", "torch_softmax", "torch_batch_norm", "copy")
+
+
+def bandwidth(d: dict | None, which: str) -> str:
+    if d is None:
+        return MISSING.format(cmd=BENCH_CMD, file=BENCH.name)
+    op, dtype = which.split(".")
+    rows = [r for r in d["rows"] if r["op"] == op and r["dtype"] == dtype]
+    shapes = sorted({tuple(r["shape"]) for r in rows}, key=lambda s: (int(np.prod(s)), s))
+    kernels = [k for k in ORDER if any(r["kernel"] == k for r in rows)]
+    cell = {(r["kernel"], tuple(r["shape"])): r for r in rows}
+    lines = ["| kernel | " + " | ".join(" x ".join(map(str, s)) for s in shapes) + " |",
+             "|---|" + "---:|" * len(shapes)]
+    for k in kernels:
+        vals = [f"{cell[k, s]['gbps']:.0f} ({cell[k, s]['pct_copy']:.0f}%)" if (k, s) in cell else "not timed"
+                for s in shapes]
+        lines.append(f"| `{k}` | " + " | ".join(vals) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def axes() -> str:
+    """The 2 x 4 example, computed now: what each operator reduces and what it broadcasts back."""
+    x = np.array([[1, 2, 3, 4], [5, 6, 7, 10]], dtype=np.float64)
+    fmt = lambda a: ", ".join(f"{v:.4g}" for v in a)  # noqa: E731
+    e = np.exp(x - x.max(1, keepdims=True))
+    rows = ["| operator | reduces over | statistics | one output row (row 0) |", "|---|---|---|---|",
+            f"| LayerNorm | each row (the features, dim −1) | mean per row: {fmt(x.mean(1))}; variance: "
+            f"{fmt(x.var(1))} | {fmt((x[0] - x[0].mean()) / np.sqrt(x[0].var()))} |",
+            f"| BatchNorm | each column (the batch, dim 0) | mean per column: {fmt(x.mean(0))}; variance: "
+            f"{fmt(x.var(0))} | {fmt((x[0] - x.mean(0)) / np.sqrt(x.var(0)))} |",
+            f"| softmax | each row (dim −1) | max per row: {fmt(x.max(1))}; Σ exp(x − max): {fmt(e.sum(1))} "
+            f"| {fmt(e[0] / e[0].sum())} |"]
+    return ("x = \n\n| | col 0 | col 1 | col 2 | col 3 |\n|---|---:|---:|---:|---:|\n"
+            + "".join(f"| row {i} | " + " | ".join(f"{v:g}" for v in r) + " |\n" for i, r in enumerate(x))
+            + "\n" + "\n".join(rows) + "\n\n*Computed when the site is built (float64, eps = 0 for the example).*\n")
+
+
+def merge_order(d: dict) -> str:
+    """The merge-order demonstration (reimpl.emulator.merge_order.demo())."""
+    t = d["trees"]
+    lines = [f"The row (`numpy.random.default_rng({d['seed']}).standard_normal(16) + 10`, float32):\n",
+             "`" + ", ".join(f"{v:.9g}" for v in d["row"]) + "`\n",
+             "| how the 16 states are merged | mean (bits) | mean | variance (bits) | variance |",
+             "|---|---|---:|---|---:|"]
+    for k, r in t.items():
+        same = " (= torch)" if k != "torch" and (r["mean"], r["var"]) == (t["torch"]["mean"], t["torch"]["var"]) else ""
+        lines.append(f"| {r['what']}{same} | `{r['mean']}` | {r['mean_value']:.9g} | `{r['var']}` | {r['var_value']:.9g} |")
+    ex = d["exact"]
+    lines.append(f"| exact (rational arithmetic), rounded once to float32 | `{ex['mean']}` | {ex['mean_value']:.9g} "
+                 f"| `{ex['var']}` | {ex['var_value']:.9g} |")
+    return "\n".join(lines) + "\n\n*Computed by the CPU emulator when the site is built (`python scripts/merge_order_demo.py` prints the same).*\n"
+
+
+def expand(kind: str, arg: str | None) -> str | None:
+    """The directive's Markdown, or None when `kind` is not one of ours."""
+    if kind == "siblings_axes" and not arg:
+        return axes()
+    if kind == "merge_order" and not arg:
+        from ..emulator import merge_order as mo
+        return merge_order(mo.demo())
+    if kind == "softmax_errors" and arg:
+        return softmax_errors(load(ERRORS), arg)
+    if kind == "batchnorm_errors" and arg:
+        return batchnorm_errors(load(ERRORS), arg)
+    if kind == "siblings_bandwidth" and arg:
+        return bandwidth(load(BENCH), arg)
+    if kind == "siblings_stamp" and not arg:
+        return stamp(load(ERRORS), load(BENCH))
+    return None

@@ -1,0 +1,127 @@
+"""Softmax over the last dim, the ladder's second sibling: three CUDA kernels of ours
+(cuda/softmax.cu) with one launcher, and a NumPy model of the online form's (m, d) merge.
+
+    run(name, x) -> y     name in KERNELS; x of any shape, softmax over its last dim (made
+                          contiguous, viewed as M x N); fp32, fp16 or bf16 storage, fp32 arithmetic
+
+The kernels: `three_pass` (the safe softmax: max, sum of exp(x - max), write), `online_warp`
+(one pass of Milakov and Gimelshein's online normaliser per lane of a warp, lanes merged, then the
+write) and `online_block` (the same with a block per row: warps merge by shuffles, then through
+shared memory). They are checked against torch.softmax on the GPU (tests/gpu/test_siblings_gpu.py).
+
+The NumPy model (`md_push`, `md_merge`, `online_softmax`) is the kernels' merge in float32 on the
+CPU, with the same guards, so the -inf / +inf / NaN rules can be read and tested without a GPU.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..device import runtime
+from ..device.compile import CudaSource
+from ..device.kernel import KernelTemplate, float_
+from .rungs import STORAGE
+
+BLOCK = 256  # threads of the one-block-per-row kernels
+_PARAMS = ("ptr", "ptr", "int64", "int64")
+
+
+@dataclass(frozen=True)
+class SoftmaxKernel:
+    name: str
+    template: str
+    differs: str
+    config: Callable[[int, int], tuple]  # (M, N) -> grid, block
+    threads: int                         # threads that reduce one row (the error bound depends on it)
+
+
+KERNELS = {k.name: k for k in (
+    SoftmaxKernel("three_pass", "softmax_three_pass",
+                  "the safe softmax: a block finds the row's maximum, sums exp(x - max), then writes",
+                  lambda M, N: ((M,), (BLOCK,)), BLOCK),
+    SoftmaxKernel("online_warp", "softmax_online_warp",
+                  "one warp per row; one pass builds (m, d) per lane, lanes merge, then the write",
+                  lambda M, N: (((M + 3) // 4,), (128,)), 32),
+    SoftmaxKernel("online_block", "softmax_online_block",
+                  "one block per row; (m, d) per thread, merged by shuffles, then through shared memory",
+                  lambda M, N: ((M,), (BLOCK,)), BLOCK),
+)}
+
+
+def _instantiations() -> list:
+    return [TEMPLATES[k.template][T, float_] for T in STORAGE.values() for k in KERNELS.values()]
+
+
+SOURCE = CudaSource(Path(__file__).parent / "cuda", "softmax.cu", lambda: _instantiations())
+TEMPLATES = {k.template: KernelTemplate(k.template, _PARAMS, SOURCE, "ladder") for k in KERNELS.values()}
+
+
+def run(name: str, x):
+    """Softmax of torch CUDA tensor `x` over its last dim with kernel `name`; y has x's shape and dtype."""
+    import torch
+    if name not in KERNELS:
+        raise ValueError(f"softmax: name must be one of {', '.join(KERNELS)}, not {name!r}")
+    if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise TypeError(f"softmax {name}: x must be float32, float16 or bfloat16, not {x.dtype}")
+    if x.dim() == 0:
+        raise ValueError(f"softmax {name}: x must have at least one dim")
+    k = KERNELS[name]
+    N = x.shape[-1]
+    X = x.contiguous()
+    M = X.numel() // N if N else 0
+    Y = torch.empty_like(X)
+    if M and N:
+        grid, block = k.config(M, N)
+        T = STORAGE[str(x.dtype).removeprefix("torch.")]
+        rt = runtime.get()
+        rt.launch(TEMPLATES[k.template][T, float_], grid, block, 0, rt.getCurrentCUDAStream(),
+                  X.data_ptr(), Y.data_ptr(), M, N)
+    return Y.view(x.shape)
+
+
+# --8<-- [start:md_model]
+# The NumPy model of the (m, d) merge, float32 throughout, the guards as in cuda/softmax.cu.
+f32 = np.float32
+EMPTY = (f32(-np.inf), f32(0))
+
+
+def md_merge(a, b):
+    """Two partial states (m, d) -> the state of both: rescale each sum to the larger maximum."""
+    if b == EMPTY:
+        return a
+    if a == EMPTY:
+        return b
+    m = np.fmax(a[0], b[0])  # fmaxf: a NaN loses to a number
+    with np.errstate(invalid="ignore", over="ignore"):
+        return m, f32(a[1] * np.exp(a[0] - m) + b[1] * np.exp(b[0] - m))
+
+
+def md_push(s, x):
+    """Fold one element into a state; -inf adds exp(-inf) = 0 to any sum, so it changes nothing."""
+    x = f32(x)
+    if x == -np.inf:
+        return s
+    m = np.fmax(s[0], x)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return m, f32(s[1] * np.exp(s[0] - m) + np.exp(x - m))
+
+
+def online_softmax(row, parts: int = 1):
+    """Softmax of one row: `parts` threads each fold a strided share of the row, their states are
+    merged left to right, then every element is normalised with the merged (m, d)."""
+    row = np.asarray(row, f32)
+    states = []
+    for t in range(parts):
+        s = EMPTY
+        for v in row[t::parts]:
+            s = md_push(s, v)
+        states.append(s)
+    m, d = EMPTY
+    for s in states:
+        m, d = md_merge((m, d), s)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        return (np.exp(row - m) / d).astype(f32)
+# --8<-- [end:md_model]
