@@ -51,7 +51,7 @@ def _vit():
                               img_size=64, norm_layer=torch.nn.LayerNorm).cuda()
     g = torch.Generator(device="cuda").manual_seed(2)
     images = torch.randn(4, 3, 64, 64, device="cuda", generator=g)
-    return model, (lambda m: m(images))
+    return model, (lambda m: m(images.to(next(m.parameters()).dtype)))
 
 
 def _step(model, forward, autocast):
