@@ -9,7 +9,7 @@ set -u
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 REIMPL_CACHE_DIR=${REIMPL_CACHE_DIR:-/tmp/reimpl-cache}
-STEPS=${STEPS:-"env record record_bwd tests bench bench_bwd numerics headers anchor hostprof"}
+STEPS=${STEPS:-"env record record_bwd tests bench bench_bwd host ladder siblings numerics headers anchor"}
 has() { case " $STEPS " in *" $1 "*) return 0;; esac; return 1; }
 
 if has env; then
@@ -64,22 +64,14 @@ except RuntimeError as e:
 PY
   grep -m3 "layer_norm_kernel.cu" "$OUT/anchor.txt"
 fi
-if has hostprof; then
-  # where the host time of one small call goes (guides the launch-path work; not a pass/fail check)
-  python3 - > "$OUT/hostprof.txt" 2>&1 <<'PY'
-import cProfile, pstats, time, torch, reimpl
-x = torch.randn(8, 1024, device="cuda"); w = torch.randn(1024, device="cuda"); b = torch.randn(1024, device="cuda")
-for _ in range(200): reimpl.layer_norm(x, (1024,), w, b)
-torch.cuda.synchronize()
-for label, fn in [("torch.empty x3", lambda: (torch.empty(8, 1024, device="cuda"), torch.empty(8, device="cuda"), torch.empty(8, device="cuda"))),
-                  ("empty_like", lambda: torch.empty_like(x)), ("view", lambda: x.view(8, 1024)),
-                  ("data_ptr", lambda: x.data_ptr()), ("getDevice", torch._C._cuda_getDevice),
-                  ("F.layer_norm", lambda: torch.nn.functional.layer_norm(x, (1024,), w, b)),
-                  ("reimpl.layer_norm", lambda: reimpl.layer_norm(x, (1024,), w, b))]:
-    t = time.perf_counter(); [fn() for _ in range(5000)]; torch.cuda.synchronize()
-    print(f"{label:20s} {(time.perf_counter()-t)/5000*1e6:7.2f} us")
-cProfile.run("for _ in range(5000): reimpl.layer_norm(x, (1024,), w, b)", "/tmp/p")
-pstats.Stats("/tmp/p").sort_stats("tottime").print_stats(25)
-PY
-  head -60 "$OUT/hostprof.txt"
+if has host; then
+  # host time per call beside torch, with and without launch plans, and a cProfile of ours
+  python3 scripts/gpu/host_bench.py "$OUT/host_overhead.json" || echo "HOST FAILED"
+fi
+if has ladder; then
+  python3 scripts/gpu/ladder_errors.py "$OUT/ladder_errors.json" || echo "LADDER_ERRORS FAILED"
+fi
+if has siblings; then
+  python3 scripts/gpu/siblings_errors.py "$OUT/siblings_errors.json" || echo "SIBLINGS_ERRORS FAILED"
+  python3 scripts/gpu/siblings_bench.py "$OUT/siblings_bench.json" || echo "SIBLINGS_BENCH FAILED"
 fi
