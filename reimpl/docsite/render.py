@@ -9,6 +9,7 @@
     {% layers %}             the package's layers (reimpl/layers.py): folder, purpose, what each may import
     {% ladder_* ARG %}       the study ladder's tables and charts (reimpl/docsite/ladder_tables.py)
     {% releases %}, {% releases_gpu %}   the torch release matrix (reimpl/docsite/releases_table.py)
+    {% host_overhead %}, {% host_profile %}   host time per call (reimpl/docsite/host_table.py)
     {% siblings_* %}, {% softmax_errors %}, {% batchnorm_errors %}, {% merge_order %}
                              BatchNorm's and softmax's pages (reimpl/docsite/siblings_tables.py)
 
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from ..layers import LAYERS
 from ..upstream import manifest as manifest_mod
-from . import ladder_tables, releases_table, siblings_tables
+from . import host_table, ladder_tables, releases_table, siblings_tables
 from .diagrams import DIAGRAMS
 
 ROOT = manifest_mod.ROOT
@@ -171,6 +172,10 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return parity()
         if kind == "numerics_example" and not arg:
             return numerics_example()
+        if kind == "host_overhead" and not arg:
+            return host_table.host_table(host_table.load())
+        if kind == "host_profile" and not arg:
+            return host_table.host_profile(host_table.load())
         if kind == "symbol_index" and not arg:
             return symbol_index(m, page)
         if kind == "layers" and not arg:
