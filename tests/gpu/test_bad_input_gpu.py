@@ -190,3 +190,24 @@ def test_fused_rms_norm_backward_bad_input(name):
         lambda: torch.ops.aten._fused_rms_norm_backward(a["dy"], a["x"], list(a["ns"]), a["rstd"], a["w"],
                                                         a["mask"][:2]))
 
+
+
+@pytest.mark.parametrize("name", sorted(BAD_BACKWARD))
+def test_layer_norm_backward_bad_input_through_the_registered_op(name):
+    a = _apply(name)
+    assert_same_error(
+        lambda: torch.ops.reimpl.native_layer_norm_backward(a["dy"], a["x"], list(a["ns"]), a["mean"], a["rstd"],
+                                                            a["w"], a["b"], a["mask"]),
+        lambda: torch.ops.aten.native_layer_norm_backward(a["dy"], a["x"], list(a["ns"]), a["mean"], a["rstd"],
+                                                          a["w"], a["b"], a["mask"]))
+
+
+@pytest.mark.parametrize("name", ["normalized_shape_mismatch", "weight_shape", "grad_numel", "rstd_numel",
+                                  "grad_dtype", "weight_grad_without_weight", "grad_on_cpu"])
+def test_fused_rms_norm_backward_bad_input_through_the_registered_op(name):
+    a = _apply(name)
+    assert_same_error(
+        lambda: torch.ops.reimpl.fused_rms_norm_backward(a["dy"], a["x"], list(a["ns"]), a["rstd"], a["w"],
+                                                         a["mask"][:2]),
+        lambda: torch.ops.aten._fused_rms_norm_backward(a["dy"], a["x"], list(a["ns"]), a["rstd"], a["w"],
+                                                        a["mask"][:2]))
