@@ -21,6 +21,7 @@ signature skips the mirror's Python; the first call of each signature runs it in
 from __future__ import annotations
 
 import contextlib
+import math
 
 import torch
 
@@ -77,6 +78,12 @@ def _guard(device: torch.device):
     return torch.cuda.device(device.index)
 
 
+def _eps_key(eps):
+    """eps as a plan key: -0.0 == 0.0 in Python, so a zero keeps its sign beside it (eps is a launch
+    argument, and the plan replays the first call's)."""
+    return (eps, math.copysign(1.0, eps)) if eps == 0 else eps
+
+
 def _plan_call(method, names, tensors, extra, mirror, keep=None):
     """The mirror call `mirror()` of `tensors` (named `names`, in the aten schema's order), replayed
     from a launch plan when this signature has one. The checks run on a signature's first call
@@ -111,14 +118,15 @@ def native_layer_norm(input, normalized_shape, weight=None, bias=None, eps: floa
 def _native_layer_norm(input, normalized_shape, weight, bias, eps, keep=None):
     """native_layer_norm after autocast. keep=1: the caller drops mean and rstd (reimpl/device/replay.py)."""
     shape, eps = _as_shape(normalized_shape), float(eps)
-    return _plan_call("native_layer_norm", ("input", "weight", "bias"), (input, weight, bias), (shape, eps),
+    return _plan_call("native_layer_norm", ("input", "weight", "bias"), (input, weight, bias),
+                      (shape, _eps_key(eps)),
                       lambda: layer_norm_cuda(input, shape, weight, bias, eps), keep)
 
 
 def fused_rms_norm(input, normalized_shape, weight=None, eps: float | None = None, keep=None):
     """torch.ops.aten._fused_rms_norm: returns (out, rstd). (keep: as _native_layer_norm's.)"""
     shape, eps = _as_shape(normalized_shape), None if eps is None else float(eps)
-    return _plan_call("_fused_rms_norm", ("input", "weight"), (input, weight), (shape, eps),
+    return _plan_call("_fused_rms_norm", ("input", "weight"), (input, weight), (shape, _eps_key(eps)),
                       lambda: _fused_rms_norm_cuda(input, shape, weight, eps), keep)
 
 

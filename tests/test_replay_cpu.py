@@ -119,3 +119,8 @@ def test_dropped_outputs_go_to_a_scratch_buffer():
     assert len(dropped) == 2 and all((a - buf.data_ptr()) % 256 == 0 for a in dropped)  # (CUDA's blocks are 512-aligned)
     assert abs(dropped[0] - dropped[1]) >= 64 * 4  # mean and rstd: 64 floats each, not overlapping
     assert y.data_ptr() in ptr_args and args[0].data_ptr() in ptr_args
+
+
+def test_a_zero_eps_keeps_its_sign_in_the_key():
+    from reimpl.api import _eps_key
+    assert _eps_key(0.0) != _eps_key(-0.0) and _eps_key(1e-5) == 1e-5 and _eps_key(None) is None
