@@ -30,6 +30,16 @@ def assert_same_error(ours_fn, torch_fn):
     assert str(ours) == str(theirs), (str(ours), str(theirs))
 
 
+# Each aten-level entry point two ways: reimpl's function, and the torch.library op (reimpl/ops.py)
+ROUTES = {"reimpl": {"native_layer_norm": reimpl.native_layer_norm, "fused_rms_norm": reimpl.fused_rms_norm,
+                     "native_layer_norm_backward": reimpl.native_layer_norm_backward,
+                     "fused_rms_norm_backward": reimpl.fused_rms_norm_backward},
+          "torch.ops.reimpl": {name: getattr(torch.ops.reimpl, name) for name in
+                               ("native_layer_norm", "fused_rms_norm", "native_layer_norm_backward",
+                                "fused_rms_norm_backward")}}
+route = pytest.mark.parametrize("route", sorted(ROUTES))
+
+
 def _x(*shape, dtype=torch.float32):
     return torch.randn(*shape, device="cuda").to(dtype)
 
@@ -48,18 +58,20 @@ BAD = {
 }
 
 
+@route
 @pytest.mark.parametrize("name", sorted(BAD))
-def test_layer_norm_bad_input(name):
+def test_layer_norm_bad_input(name, route):
     x, ns, w, b = BAD[name]()
-    assert_same_error(lambda: reimpl.native_layer_norm(x, ns, w, b, 1e-5),
+    assert_same_error(lambda: ROUTES[route]["native_layer_norm"](x, list(ns), w, b, 1e-5),
                       lambda: torch.ops.aten.native_layer_norm(x, list(ns), w, b, 1e-5))
 
 
+@route
 @pytest.mark.parametrize("name", ["normalized_shape_mismatch", "weight_shape", "weight_dtype", "integer_input",
                                   "weight_on_cpu", "input_fewer_dims"])
-def test_fused_rms_norm_bad_input(name):
+def test_fused_rms_norm_bad_input(name, route):
     x, ns, w, _b = BAD[name]()
-    assert_same_error(lambda: reimpl.fused_rms_norm(x, ns, w, 1e-5),
+    assert_same_error(lambda: ROUTES[route]["fused_rms_norm"](x, list(ns), w, 1e-5),
                       lambda: torch.ops.aten._fused_rms_norm(x, list(ns), w, 1e-5))
 
 
@@ -69,21 +81,6 @@ def test_functional_rms_norm_bad_input(name):
     x, ns, w, _b = BAD[name]()
     assert_same_error(lambda: reimpl.rms_norm(x, ns, w, 1e-5),
                       lambda: torch.nn.functional.rms_norm(x, list(ns), w, 1e-5))
-
-
-@pytest.mark.parametrize("name", sorted(BAD))
-def test_layer_norm_bad_input_through_the_registered_op(name):
-    x, ns, w, b = BAD[name]()
-    assert_same_error(lambda: torch.ops.reimpl.native_layer_norm(x, list(ns), w, b, 1e-5),
-                      lambda: torch.ops.aten.native_layer_norm(x, list(ns), w, b, 1e-5))
-
-
-@pytest.mark.parametrize("name", ["normalized_shape_mismatch", "weight_shape", "weight_dtype", "integer_input",
-                                  "weight_on_cpu", "input_fewer_dims"])
-def test_fused_rms_norm_bad_input_through_the_registered_op(name):
-    x, ns, w, _b = BAD[name]()
-    assert_same_error(lambda: torch.ops.reimpl.fused_rms_norm(x, list(ns), w, 1e-5),
-                      lambda: torch.ops.aten._fused_rms_norm(x, list(ns), w, 1e-5))
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
@@ -171,43 +168,26 @@ def _apply(name):
     return a
 
 
+@route
 @pytest.mark.parametrize("name", sorted(BAD_BACKWARD))
-def test_layer_norm_backward_bad_input(name):
+def test_layer_norm_backward_bad_input(name, route):
     a = _apply(name)
     assert_same_error(
-        lambda: reimpl.native_layer_norm_backward(a["dy"], a["x"], a["ns"], a["mean"], a["rstd"], a["w"], a["b"],
-                                                  a["mask"]),
-        lambda: torch.ops.aten.native_layer_norm_backward(a["dy"], a["x"], list(a["ns"]), a["mean"], a["rstd"],
-                                                          a["w"], a["b"], a["mask"]))
-
-
-@pytest.mark.parametrize("name", ["normalized_shape_mismatch", "weight_shape", "grad_numel", "rstd_numel",
-                                  "grad_dtype", "weight_grad_without_weight", "grad_on_cpu"])
-def test_fused_rms_norm_backward_bad_input(name):
-    a = _apply(name)
-    assert_same_error(
-        lambda: reimpl.fused_rms_norm_backward(a["dy"], a["x"], a["ns"], a["rstd"], a["w"], a["mask"][:2]),
-        lambda: torch.ops.aten._fused_rms_norm_backward(a["dy"], a["x"], list(a["ns"]), a["rstd"], a["w"],
-                                                        a["mask"][:2]))
-
-
-
-@pytest.mark.parametrize("name", sorted(BAD_BACKWARD))
-def test_layer_norm_backward_bad_input_through_the_registered_op(name):
-    a = _apply(name)
-    assert_same_error(
-        lambda: torch.ops.reimpl.native_layer_norm_backward(a["dy"], a["x"], list(a["ns"]), a["mean"], a["rstd"],
+        lambda: ROUTES[route]["native_layer_norm_backward"](a["dy"], a["x"], list(a["ns"]), a["mean"], a["rstd"],
                                                             a["w"], a["b"], a["mask"]),
         lambda: torch.ops.aten.native_layer_norm_backward(a["dy"], a["x"], list(a["ns"]), a["mean"], a["rstd"],
                                                           a["w"], a["b"], a["mask"]))
 
 
+@route
 @pytest.mark.parametrize("name", ["normalized_shape_mismatch", "weight_shape", "grad_numel", "rstd_numel",
                                   "grad_dtype", "weight_grad_without_weight", "grad_on_cpu"])
-def test_fused_rms_norm_backward_bad_input_through_the_registered_op(name):
+def test_fused_rms_norm_backward_bad_input(name, route):
     a = _apply(name)
     assert_same_error(
-        lambda: torch.ops.reimpl.fused_rms_norm_backward(a["dy"], a["x"], list(a["ns"]), a["rstd"], a["w"],
+        lambda: ROUTES[route]["fused_rms_norm_backward"](a["dy"], a["x"], list(a["ns"]), a["rstd"], a["w"],
                                                          a["mask"][:2]),
         lambda: torch.ops.aten._fused_rms_norm_backward(a["dy"], a["x"], list(a["ns"]), a["rstd"], a["w"],
                                                         a["mask"][:2]))
+
+
