@@ -41,6 +41,8 @@ def _op(name, impl):
     return torch.library.custom_op(f"reimpl::{name}", impl, mutates_args=(), schema=_SCHEMAS[name])
 
 
+# (native_layer_norm's op calls the post-autocast entry: its autocast rule is registered below, at the
+# dispatcher, as aten's is)
 native_layer_norm = _op("native_layer_norm", lambda input, normalized_shape, weight, bias, eps:
                         api._native_layer_norm(input, normalized_shape, weight, bias, eps))
 native_layer_norm_backward = _op("native_layer_norm_backward", api.native_layer_norm_backward)
