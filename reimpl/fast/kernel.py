@@ -16,15 +16,11 @@ from ..device.compile import CudaSource
 from ..device.kernel import KernelTemplate
 from .. import kernels as K
 
-REGISTER_VECTORS = (1, 2, 4, 8, 16, 32)  # R: vectors per thread kept in registers (0: stream the row)
+REGISTER_VECTORS = (8, 16, 32)  # R: vectors per thread kept in registers (N > 2048); 0: stream the row
 WARP_VECTORS = (1, 2, 4)  # RW: the warp kernel's vectors per virtual thread (N <= 2048)
 WARPS_PER_BLOCK = 4
-MAX_COUNT = 4 * (2 ** 24 // (4 * 128))  # the largest per-thread count at N = 2^24: the table's size
-
-
-def _config(R: int) -> tuple[int, int]:
-    """(R, ROWS): short rows (R <= 2, N <= 1024) share a block four to a block."""
-    return R, (4 if 0 < R <= 2 else 1)
+THREADS = 128  # torch's virtual threads per row, and the block of the per-row kernel
+MAX_COUNT = 4 * (2 ** 24 // (4 * THREADS))  # the largest per-thread count at N = 2^24: the table's size
 
 
 def _affine():
@@ -38,7 +34,7 @@ def _affine():
 def _instantiations() -> list:
     out = []
     for T, rms, g, b in _affine():
-        out += [TEMPLATE[(T, K.float_, rms, g, b, *_config(R))] for R in (0,) + REGISTER_VECTORS[2:]]
+        out += [TEMPLATE[(T, K.float_, rms, g, b, R)] for R in (0,) + REGISTER_VECTORS]
         out += [WARP_TEMPLATE[(T, K.float_, rms, g, b, RW, WARPS_PER_BLOCK)] for RW in WARP_VECTORS]
     return out
 
@@ -50,25 +46,18 @@ TEMPLATE = KernelTemplate("fast_layer_norm_kernel", _PARAMS, SOURCE, "reimpl_fas
 WARP_TEMPLATE = KernelTemplate("fast_layer_norm_warp_kernel", _PARAMS, SOURCE, "reimpl_fast")
 
 
-def registers_for(N: int, rms: bool) -> int:
-    """The smallest R that holds a thread's share of the row (torch's 128 threads, 4-wide vectors).
-    LayerNorm stops at 16: with 32 vectors its extra state spills registers and it ran slower than
-    torch at N = 16384 on the H100, where RMSNorm with 32 ran at 97% of copy (results/fast_bench.json)."""
-    per_thread = -(-(N // 4) // 128)
-    top = 32 if rms else 16
-    return next((R for R in REGISTER_VECTORS if per_thread <= R <= top), 0)
-
-
 def plan(T, rms: bool, has_gamma: bool, has_beta: bool, M: int, N: int):
-    """(kernel, grid, block): rows of up to 2048 elements go one warp per row, four rows a block;
-    longer rows one (32, 4) block per row, their share held in registers up to N = 16384."""
-    per_thread = -(-(N // 4) // 128)
+    """(kernel, grid, block). Rows of up to 2048 elements go one warp per row, four rows a block;
+    up to 16384, one (32, 4) block per row holding its share in R registers; beyond, the block
+    streams the row. RW and R are the smallest that hold a thread's share, so every thread fills
+    more than half of its slots: the kernels skip the bounds checks on that first half."""
+    per_thread = -(-(N // 4) // THREADS)
     RW = next((r for r in WARP_VECTORS if r >= per_thread), None)
     if RW is not None:
         kernel = WARP_TEMPLATE[(T, K.float_, rms, has_gamma, has_beta, RW, WARPS_PER_BLOCK)]
         return kernel, (-(-M // WARPS_PER_BLOCK),), (32, WARPS_PER_BLOCK)
-    R, rows = _config(registers_for(N, rms))
-    return TEMPLATE[(T, K.float_, rms, has_gamma, has_beta, R, rows)], (-(-M // rows),), (32, 4, rows)
+    R = next((r for r in REGISTER_VECTORS if r >= per_thread), 0)
+    return TEMPLATE[(T, K.float_, rms, has_gamma, has_beta, R)], (M,), (32, 4)
 
 
 def takes(has_gamma: bool, has_beta: bool, rms: bool) -> bool:
