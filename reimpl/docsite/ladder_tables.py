@@ -8,6 +8,7 @@
     {% ladder_stamp %}            device, versions, date and method of the runs
     {% ladder_ncu %}              Nsight Compute's view of torch's vectorized forward and of reimpl.fast
     {% fast_bandwidth DTYPE %}    reimpl.fast beside torch and a copy (results/fast_bench.json)
+    {% fast_experiments %}        variants of the fast kernel that were tried and dropped (results/fast_experiments.json)
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ ERRORS = RESULTS / "ladder_errors.json"
 BENCH = RESULTS / "ladder_bench.json"
 NCU = RESULTS / "ncu_torch_forward.json"
 FAST = RESULTS / "fast_bench.json"
+FAST_TRIED = RESULTS / "fast_experiments.json"
 # the order a reader climbs: torch and the copy are the yardsticks at the end
 ORDER = ("fast_layer_norm", "fast_rms_norm", "naive", "warp_sums", "warp_welford", "block_welford", "block_cached", "block_vec", "apex",
          "triton_ln", "rms_warp_sumsq", "triton_rms", "torch_layer_norm", "torch_rms_norm", "copy")
@@ -154,11 +156,13 @@ def ncu() -> str:
         return MISSING.format(cmd="OUT=dir bash scripts/gpu/ncu_torch_forward.sh", file=NCU.name)
     lines = [f"*{d['device']}, torch {d['torch']}, {d['date']}; `{d['command']}`.*\n",
              "| kernel | dtype | M x N | kernel time | thread instructions per element | issue slots busy "
-             "| DRAM throughput (% of peak) |", "|---|---|---|---:|---:|---:|---:|"]
+             "| DRAM throughput (% of peak) | registers | achieved occupancy |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|"]
     for c in d["cases"]:
         lines.append(f"| {c['kernel']} | {c['dtype']} | {c['M']} x {c['N']} | {c['kernel_us']:.1f} µs "
                      f"| {c['thread_instructions_per_element']:.1f} | {c['issue_active_pct']:.1f}% "
-                     f"| {c['dram_throughput_pct_of_peak']:.1f}% |")
+                     f"| {c['dram_throughput_pct_of_peak']:.1f}% | {c['registers']} "
+                     f"| {c['achieved_occupancy_pct']:.0f}% |")
     return "\n".join(lines) + "\n"
 
 
@@ -168,3 +172,22 @@ def fast_bandwidth(dtype: str) -> str:
         return MISSING.format(cmd="python scripts/gpu/fast_bench.py results/fast_bench.json", file=FAST.name)
     rows = [r for r in d["rows"] if r["dtype"] == dtype]
     return (f"*{d['device']}, torch {d['torch']}, {d['date']}; {d['method']}.*\n\n" + _table(rows, pct=True))
+
+
+def fast_experiments() -> str:
+    """One row per variant and measured cell: % of copy."""
+    d = _load(FAST_TRIED)
+    if d is None:
+        return MISSING.format(cmd="the runs described on this page", file=FAST_TRIED.name)
+    lines = [f"*{d['device']}, torch {d['torch']}, {d['date']}; {d['method']}. {d['what']}*\n",
+             "| variant | shape | % of copy |", "|---|---|---:|"]
+    for v in d["variants"]:
+        for key in ("pct_copy", "pct_copy_ln", "pct_copy_ln_registers", "against_3_blocks"):
+            label = {"pct_copy": v["name"], "pct_copy_ln": v["name"],
+                     "pct_copy_ln_registers": "the same rows held in registers (kept)",
+                     "against_3_blocks": "the same at 3 blocks per SM (kept)"}[key]
+            for shape, pct in v.get(key, {}).items():
+                lines.append(f"| {label} | {shape} | {pct}% |")
+        if "note" in v:
+            lines.append(f"| ↳ note | | {v['note']} |")
+    return "\n".join(lines) + "\n"

@@ -198,6 +198,8 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return ladder_tables.fast_bandwidth(arg)
         if kind == "ladder_ncu" and not arg:
             return ladder_tables.ncu()
+        if kind == "fast_experiments" and not arg:
+            return ladder_tables.fast_experiments()
         sibling = siblings_tables.expand(kind, arg)
         if sibling is not None:
             return sibling
