@@ -2,6 +2,7 @@
 mirror's sources it reuses), without spilling registers; and its launch plan: one warp per row up to
 N = 2048, then one (32, 4) block per row holding its share in registers up to N = 16384, streaming
 beyond."""
+import itertools
 import re
 import subprocess
 
@@ -15,16 +16,16 @@ from reimpl.fast import kernel as F
 def test_fast_kernel_compiles_for_sm90_without_warnings():
     prog = compile_mod.build(F.SOURCE, "sm_90", use_cache=False)
     assert prog.log == "", prog.log
-    assert len(prog.lowered) == len(F._instantiations()) == 105
+    assert len(prog.lowered) == len(F._instantiations()) == len(set(F._instantiations())) == 105
     assert "-ftz=false" in compile_mod.compile_options(F.SOURCE, "sm_90")
     assert f"-I{K.SOURCE.directory}" in compile_mod.compile_options(F.SOURCE, "sm_90")
 
 
 @pytest.mark.parametrize("N,template,targs_tail,grid,block", [
-    (4, "fast_layer_norm_warp_kernel", (1, 4), (250,), (32, 4)),
-    (768, "fast_layer_norm_warp_kernel", (2, 4), (250,), (32, 4)),
-    (1028, "fast_layer_norm_warp_kernel", (4, 4), (250,), (32, 4)),
-    (2048, "fast_layer_norm_warp_kernel", (4, 4), (250,), (32, 4)),
+    (4, "fast_layer_norm_warp_kernel", (1, 4, 2), (125,), (32, 4)),
+    (768, "fast_layer_norm_warp_kernel", (2, 4, 2), (125,), (32, 4)),
+    (1028, "fast_layer_norm_warp_kernel", (4, 4, 2), (125,), (32, 4)),
+    (2048, "fast_layer_norm_warp_kernel", (4, 4, 2), (125,), (32, 4)),
     (2052, "fast_layer_norm_kernel", (8,), (1000,), (32, 4)),
     (8192, "fast_layer_norm_kernel", (16,), (1000,), (32, 4)),
     (12288, "fast_layer_norm_kernel", (32,), (1000,), (32, 4)),
@@ -38,13 +39,20 @@ def test_plan(N, template, targs_tail, grid, block):
     assert kernel in F._instantiations()
 
 
+@pytest.mark.parametrize("T,rows,grid", [(K.float_, 1, (250,)), (K.Half, 2, (125,)), (K.BFloat16, 2, (125,))])
+def test_plan_rows_per_warp(T, rows, grid):
+    # 16-bit rows go two to a warp (the weights are loaded and converted once for both); fp32 one
+    kernel, g, _ = F.plan(T, True, True, False, 999, 1024)
+    assert kernel.targs[-1] == rows and g == grid and kernel in F._instantiations()
+
+
 def test_every_thread_fills_more_than_half_its_slots():
     """The kernels skip bounds checks on the first half of a thread's slots (RW / 2 or R / 2):
     that is only right if the plan's RW or R, for every N that keeps the row in registers, holds a
     thread's share and is less than twice it."""
-    for N in range(4, 16388, 4):
-        kernel, _, _ = F.plan(K.float_, False, True, True, 1, N)
-        slots = kernel.targs[-2] if kernel.template is F.WARP_TEMPLATE else kernel.targs[-1]
+    for N, T in itertools.product(range(4, 16388, 4), (K.float_, K.BFloat16)):
+        kernel, _, _ = F.plan(T, False, True, True, 1, N)
+        slots = kernel.targs[-3] if kernel.template is F.WARP_TEMPLATE else kernel.targs[-1]
         share = -(-(N // 4) // F.THREADS)
         assert share <= slots < 2 * share or slots == 1, (N, slots, share)
 
@@ -61,7 +69,7 @@ def test_registers_without_spills():
         f.flush()
         usage = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True, check=True).stdout
     found = re.findall(r"Function (\S+):\s+REG:(\d+) STACK:(\d+) SHARED:\d+ LOCAL:(\d+)", usage)
-    assert len(found) == 105
+    assert len(found) == len(set(F._instantiations())) == 105
     for name, reg, stack, local in found:
         assert stack == "0" and local == "0", (name, reg, stack)
     regs = {n: int(r) for n, r, _, _ in found}

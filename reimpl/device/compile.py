@@ -121,13 +121,16 @@ def build(source: CudaSource, arch: str, kernels: list | None = None, extra_opti
     return Program(arch, res.cubin, res.lowered_names, res.log, False)
 
 
-def load_probe(source: str, name: str):
-    """Compile a small GPU probe (the rsqrt table scripts) with torch's numerics for the current
-    device and load it into CuPy: (module, device properties, arch, the NVRTC options)."""
+def load_probe(source: str, name: str, include_dirs: tuple[Path, ...] = ()):
+    """Compile a small GPU probe (the rsqrt table scripts, a test of one device function) with
+    torch's numerics for the current device and load it into CuPy: (module, device properties,
+    arch, the NVRTC options). With `include_dirs` it may include our CUDA trees."""
     import cupy
     props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
     arch = f"sm_{props['major']}{props['minor']}"
     options = [f"--gpu-architecture={arch}", *NUMERICS_OPTIONS]
+    if include_dirs:
+        options += ["-std=c++17", *(f"-I{d}" for d in include_dirs), f"-I{cuda_include_dir()}"]
     module = cupy.cuda.function.Module()
     module.load(nvrtc.compile_program(source, name, options, []).cubin)
     return module, props, arch, options

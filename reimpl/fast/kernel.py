@@ -35,7 +35,8 @@ def _instantiations() -> list:
     out = []
     for T, rms, g, b in _affine():
         out += [TEMPLATE[(T, K.float_, rms, g, b, R)] for R in (0,) + REGISTER_VECTORS]
-        out += [WARP_TEMPLATE[(T, K.float_, rms, g, b, RW, WARPS_PER_BLOCK)] for RW in WARP_VECTORS]
+        out += [WARP_TEMPLATE[(T, K.float_, rms, g, b, RW, WARPS_PER_BLOCK, rows_per_warp(T))]
+                for RW in WARP_VECTORS]
     return out
 
 
@@ -46,6 +47,11 @@ TEMPLATE = KernelTemplate("fast_layer_norm_kernel", _PARAMS, SOURCE, "reimpl_fas
 WARP_TEMPLATE = KernelTemplate("fast_layer_norm_warp_kernel", _PARAMS, SOURCE, "reimpl_fast")
 
 
+def rows_per_warp(T) -> int:
+    """16-bit rows go two to a warp, sharing their weights' loads and conversions."""
+    return 2 if K.sizeof(T) == 2 else 1
+
+
 def plan(T, rms: bool, has_gamma: bool, has_beta: bool, M: int, N: int):
     """(kernel, grid, block). Rows of up to 2048 elements go one warp per row, four rows a block;
     up to 16384, one (32, 4) block per row holding its share in R registers; beyond, the block
@@ -54,8 +60,9 @@ def plan(T, rms: bool, has_gamma: bool, has_beta: bool, M: int, N: int):
     per_thread = -(-(N // 4) // THREADS)
     RW = next((r for r in WARP_VECTORS if r >= per_thread), None)
     if RW is not None:
-        kernel = WARP_TEMPLATE[(T, K.float_, rms, has_gamma, has_beta, RW, WARPS_PER_BLOCK)]
-        return kernel, (-(-M // WARPS_PER_BLOCK),), (32, WARPS_PER_BLOCK)
+        rows = rows_per_warp(T)
+        kernel = WARP_TEMPLATE[(T, K.float_, rms, has_gamma, has_beta, RW, WARPS_PER_BLOCK, rows)]
+        return kernel, (-(-M // (WARPS_PER_BLOCK * rows)),), (32, WARPS_PER_BLOCK)
     R = next((r for r in REGISTER_VECTORS if r >= per_thread), 0)
     return TEMPLATE[(T, K.float_, rms, has_gamma, has_beta, R)], (M,), (32, 4)
 

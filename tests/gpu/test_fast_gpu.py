@@ -95,3 +95,33 @@ def test_fast_autograd_and_module(dtype):
     ref = torch.nn.RMSNorm(768, device="cuda", dtype=dt)
     before = fast.fast_runtime().fast_launches
     assert torch.equal(m(x), ref(x)) and fast.fast_runtime().fast_launches == before + 1
+
+
+COUNT_RECIPROCALS = r"""
+#include "fast_layer_norm.cu"
+extern "C" __global__ void count_reciprocals(float* out, const int n) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c <= n) out[c] = reimpl_fast::count_reciprocal(float(c));
+}
+"""
+
+
+def test_count_reciprocal_is_the_ieee_reciprocal_of_every_count():
+    """The kernels' shortened reciprocal (no range check, no slow path) equals IEEE 1/c, computed
+    here by NumPy on the CPU, for every count c = 1 .. 2^24 a row of torch's vectorized path can
+    produce; c = 0 gives NaN, which combine() replaces by torch's zeros."""
+    import cupy
+    import numpy as np
+    from reimpl.device import compile as compile_mod
+    from reimpl.fast import kernel as FK
+    n = 2 ** 24
+    module, _, _, _ = compile_mod.load_probe(COUNT_RECIPROCALS, "count_reciprocals.cu",
+                                             (FK.SOURCE.directory, *FK.SOURCE.include_dirs))
+    out = cupy.empty(n + 1, dtype=cupy.float32)
+    module.get_function("count_reciprocals")(((n + 256) // 256,), (256,), (out, np.int32(n)))
+    got = cupy.asnumpy(out)
+    want = np.float32(1) / np.arange(1, n + 1, dtype=np.float32)
+    bad = np.flatnonzero(got[1:].view(np.uint32) != want.view(np.uint32))
+    record("fast_count_reciprocal", n, int(bad.size))
+    assert bad.size == 0, [(int(c) + 1, float(got[c + 1]), float(want[c])) for c in bad[:5]]
+    assert np.isnan(got[0])

@@ -48,6 +48,40 @@ __device__ __forceinline__ WelfordDataLN online_sum(const float val, const Welfo
   }
 }
 
+// 1.f / c for c a count (an integer from 0 to 2^24), IEEE round-to-nearest: the hardware's
+// approximate reciprocal and one Newton step, the sequence NVRTC emits for `1.f / c` whenever c is
+// a normal float (results/sass_fma_table.md: rcp.rn.f32 = MUFU.RCP, FFMA, FADD.FTZ, FFMA). What is
+// left out is only the range check and its call to the slow path, which is taken for subnormal or
+// huge c, never for a count. c = 0 gives NaN, which combine() discards as torch's branch does.
+// Checked on the GPU against 1.f / c for every c up to 2^24 (tests/gpu/test_fast_gpu.py).
+__device__ __forceinline__ float count_reciprocal(const float c) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(c));
+  return __fmaf_rn(r, -__fmaf_rn(c, r, -1.f), r);
+}
+
+// torch's cuWelfordCombine(dataB, dataA) (layer_norm_kernel.cu:176-198 in reimpl/cuda), the same
+// roundings in the same order as its SASS (FMUL nB*meanB then FFMA nA*meanA; FMUL, FMUL, FADD, FFMA
+// for sigma2), with count_reciprocal for `1.f / count` and the `count > 0` branch as selects: no
+// branch is left, so the compiler can interleave the merges of two rows.
+template <bool rms_norm>
+__device__ __forceinline__ WelfordDataLN combine(const WelfordDataLN dataB, const WelfordDataLN dataA) {
+  if constexpr (!rms_norm) {
+    const float delta = __fsub_rn(dataB.mean, dataA.mean);
+    const float count = __fadd_rn(dataA.count, dataB.count);
+    const float coef = count_reciprocal(count);
+    const float nA = __fmul_rn(dataA.count, coef);
+    const float nB = __fmul_rn(dataB.count, coef);
+    const float mean = __fmaf_rn(nA, dataA.mean, __fmul_rn(nB, dataB.mean));
+    const float sigma2 = __fmaf_rn(nB, __fmul_rn(__fmul_rn(delta, delta), dataA.count),
+                                   __fadd_rn(dataA.sigma2, dataB.sigma2));
+    const bool positive = count > 0.f;
+    return {positive ? mean : 0.f, positive ? sigma2 : 0.f, count};
+  } else {
+    return {0.f, __fadd_rn(dataB.sigma2, dataA.sigma2), 0.f};
+  }
+}
+
 // A row's 4-wide vector kept as 32-bit words (two per vector for 16-bit types). Held as the
 // type's own struct, the compiler splits each 16-bit element into a register of its own (4 instead
 // of 2 per vector); as words it keeps them packed. Each element still converts through T's own
@@ -59,6 +93,11 @@ template <typename T>
 __device__ __forceinline__ float element(const words_t<T>& v, const int ii) {
   if constexpr (sizeof(T) == 4) {
     return __uint_as_float(v.val[ii]);
+  } else if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    // bfloat16 -> float places the 16 bits on top of 16 zero bits (exact; what the SASS of T's own
+    // conversion does with shifts): one instruction per element instead of two for the high half
+    const unsigned int w = v.val[ii / 2];
+    return __uint_as_float((ii % 2) ? (w & 0xffff0000u) : (w << 16));
   } else {
     const unsigned int w = v.val[ii / 2];
     const unsigned short bits = (ii % 2) ? (unsigned short)(w >> 16) : (unsigned short)(w & 0xffffu);
@@ -66,21 +105,37 @@ __device__ __forceinline__ float element(const words_t<T>& v, const int ii) {
   }
 }
 
-// A virtual thread's updates over the at most R vectors it keeps in registers, torch's order.
-// The k-th update's count is k, known here at compile time: 1.f / float(k) folds to a constant.
-template <typename T, bool rms_norm, unsigned int R>
-__device__ __forceinline__ WelfordDataLN thread_stats(const words_t<T> (&data)[R], const int n_mine) {
-  WelfordDataLN wd(0.f, 0.f, 0.f);
+// A virtual thread's four updates over one of its vectors, the one whose first element is its
+// (k0 + 1)-th: in the unrolled loops k0 is known when compiling, so 1.f / float(k) folds (change 1).
+template <typename T, bool rms_norm>
+__device__ __forceinline__ WelfordDataLN update(WelfordDataLN wd, const words_t<T>& v, const int k0) {
 #pragma unroll
-  for (int r = 0; r < (int)R; r++) {
-    if (r >= (int)R / 2 && r == n_mine) break;  // a prefix of its R slots, at least half of them
-#pragma unroll
-    for (int ii = 0; ii < vec_size; ii++) {
-      const int k = r * vec_size + ii + 1;
-      wd = online_sum<rms_norm>(element<T>(data[r], ii), wd, 1.f / float(k), float(k));
-    }
+  for (int ii = 0; ii < vec_size; ii++) {
+    const int k = k0 + ii + 1;
+    wd = online_sum<rms_norm>(element<T>(v, ii), wd, 1.f / float(k), float(k));
   }
   return wd;
+}
+
+// A row word, read once. keep_out_of_l1: the load does not allocate in L1 (ld.global.nc with
+// L1::no_allocate), so the weights, which every block of the SM reads again, stay there. It
+// matters where a thread holds 32 fp32 vectors: three 64 KB rows per SM stream through an L1 that
+// also has to keep 128 KB of gamma and beta (H100: fp32 8192 x 16384 LayerNorm, 88% -> 95% of copy;
+// results/fast_experiments.json). Elsewhere it gained nothing, so the plain load stays.
+template <bool keep_out_of_l1, typename W>
+__device__ __forceinline__ W load_once(const W* p) {
+  if constexpr (keep_out_of_l1) {
+    W v;
+    if constexpr (sizeof(W) == 16) {
+      asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+          : "=r"(v.val[0]), "=r"(v.val[1]), "=r"(v.val[2]), "=r"(v.val[3]) : "l"(p));
+    } else {
+      asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.val[0]), "=r"(v.val[1]) : "l"(p));
+    }
+    return v;
+  } else {
+    return *p;
+  }
 }
 
 // torch's tree for one row on a (32, 4) group, unchanged: shuffle-down within each warp, then the
@@ -90,7 +145,7 @@ __device__ __forceinline__ WelfordDataLN block_tree(WelfordDataLN wd, const int 
   for (int offset = (C10_WARP_SIZE >> 1); offset > 0; offset >>= 1) {
     WelfordDataLN wdB{WARP_SHFL_DOWN(wd.mean, offset), WARP_SHFL_DOWN(wd.sigma2, offset),
                       WARP_SHFL_DOWN(wd.count, offset)};
-    wd = at::native::cuWelfordCombine<rms_norm>(wd, wdB);
+    wd = combine<rms_norm>(wd, wdB);
   }
   float* meansigmabuf = buf;
   float* countbuf = buf + 4;
@@ -104,7 +159,7 @@ __device__ __forceinline__ WelfordDataLN block_tree(WelfordDataLN wd, const int 
     __syncthreads();
     if (threadIdx.x == 0 && threadIdx.y < offset) {
       WelfordDataLN wdB{meansigmabuf[2 * threadIdx.y], meansigmabuf[2 * threadIdx.y + 1], countbuf[threadIdx.y]};
-      wd = at::native::cuWelfordCombine<rms_norm>(wd, wdB);
+      wd = combine<rms_norm>(wd, wdB);
     }
     __syncthreads();
   }
@@ -131,15 +186,16 @@ __device__ __forceinline__ float normalize(const float x, const float mean, cons
 template <typename T, bool rms_norm, bool has_gamma, bool has_beta, typename vec_t>
 __device__ __forceinline__ void store_row(const words_t<T>& data, const int i, const float mean, const float rstd,
                                           const vec_t* gamma_vec, const vec_t* beta_vec, vec_t* Y_vec) {
+  // the weights as words too: element<T> converts them as T's conversion does, in fewer instructions
   vec_t out;
-  vec_t g, b;
-  if (has_gamma) g = gamma_vec[i];
-  if (has_beta) b = beta_vec[i];
+  words_t<T> g, b;
+  if (has_gamma) g = reinterpret_cast<const words_t<T>*>(gamma_vec)[i];
+  if (has_beta) b = reinterpret_cast<const words_t<T>*>(beta_vec)[i];
 #pragma unroll
   for (int ii = 0; ii < vec_size; ii++) {
-    out.val[ii] = normalize<rms_norm, has_gamma, has_beta>(
-        element<T>(data, ii), mean, rstd, has_gamma ? static_cast<float>(g.val[ii]) : 0.f,
-        has_beta ? static_cast<float>(b.val[ii]) : 0.f);
+    out.val[ii] = normalize<rms_norm, has_gamma, has_beta>(element<T>(data, ii), mean, rstd,
+                                                           has_gamma ? element<T>(g, ii) : 0.f,
+                                                           has_beta ? element<T>(b, ii) : 0.f);
   }
   Y_vec[i] = out;
 }
@@ -186,14 +242,22 @@ __global__ void __launch_bounds__(128, min_blocks<T, R>()) fast_layer_norm_kerne
   const vec_t* beta_vec = reinterpret_cast<const vec_t*>(beta);
   vec_t* Y_vec = reinterpret_cast<vec_t*>(Y + row * N);
   if constexpr (R > 0) {
+    // thread t's slots are a prefix of its R, at least half of them: the plan picks R below twice a
+    // thread's share, so the first half needs no bounds check
     const int n_mine = thrx < n_vec ? min((int)R, (n_vec - thrx + 127) / 128) : 0;
     words data[R];
 #pragma unroll
     for (int r = 0; r < (int)R; r++) {
-      if (r >= (int)R / 2 && r == n_mine) break;  // a prefix of its R slots, at least half of them
-      data[r] = X_words[thrx + r * 128];
+      if (r >= (int)R / 2 && r == n_mine) break;
+      data[r] = load_once<R * sizeof(T) >= 128>(&X_words[thrx + r * 128]);
     }
-    const WelfordDataLN st = block_tree<rms_norm>(thread_stats<T, rms_norm, R>(data, n_mine), N, s_data);
+    WelfordDataLN wd(0.f, 0.f, 0.f);
+#pragma unroll
+    for (int r = 0; r < (int)R; r++) {
+      if (r >= (int)R / 2 && r == n_mine) break;
+      wd = update<T, rms_norm>(wd, data[r], r * vec_size);
+    }
+    const WelfordDataLN st = block_tree<rms_norm>(wd, N, s_data);
     const float rstd_val = c10::cuda::compat::rsqrt(st.sigma2 + eps);
 #pragma unroll
     for (int r = 0; r < (int)R; r++) {
@@ -238,7 +302,6 @@ __global__ void __launch_bounds__(128, min_blocks<T, R>()) fast_layer_norm_kerne
 // its `a` and merges the partner's `a` from lane + width after it (torch's combine(own, from_below));
 // the lane with the bit set keeps its `b` and merges it after the partner's `b` from lane - width.
 // Afterwards every lane holds one merged state: a's for lanes with the bit clear, b's otherwise.
-template <bool rms_norm>
 __device__ __forceinline__ WelfordDataLN pick(const bool first, const WelfordDataLN a, const WelfordDataLN b) {
   return {first ? a.mean : b.mean, first ? a.sigma2 : b.sigma2, first ? a.count : b.count};
 }
@@ -246,8 +309,8 @@ __device__ __forceinline__ WelfordDataLN pick(const bool first, const WelfordDat
 template <bool rms_norm>
 __device__ __forceinline__ WelfordDataLN fold(const WelfordDataLN a, const WelfordDataLN b, const int width) {
   const bool upper = threadIdx.x & width;
-  const WelfordDataLN send = pick<rms_norm>(upper, a, b);
-  const WelfordDataLN keep = pick<rms_norm>(upper, b, a);
+  const WelfordDataLN send = pick(upper, a, b);
+  const WelfordDataLN keep = pick(upper, b, a);
   WelfordDataLN got;
   got.sigma2 = WARP_SHFL_XOR(send.sigma2, width);
   if constexpr (!rms_norm) {
@@ -255,7 +318,7 @@ __device__ __forceinline__ WelfordDataLN fold(const WelfordDataLN a, const Welfo
     got.count = WARP_SHFL_XOR(send.count, width);
   }
   // torch's operand order: the state of the lower lane first
-  return at::native::cuWelfordCombine<rms_norm>(pick<rms_norm>(upper, got, keep), pick<rms_norm>(upper, keep, got));
+  return combine<rms_norm>(pick(upper, got, keep), pick(upper, keep, got));
 }
 
 template <bool rms_norm>
@@ -266,7 +329,7 @@ __device__ __forceinline__ WelfordDataLN merge_down(const WelfordDataLN wd, cons
     got.mean = WARP_SHFL_DOWN(wd.mean, offset);
     got.count = WARP_SHFL_DOWN(wd.count, offset);
   }
-  return at::native::cuWelfordCombine<rms_norm>(wd, got);
+  return combine<rms_norm>(wd, got);
 }
 
 // --8<-- [start:warp_tree]
@@ -280,77 +343,144 @@ __device__ __forceinline__ WelfordDataLN merge_down(const WelfordDataLN wd, cons
 // so warp w's lane-0 result sits at lane 8 (w >> 1) + 16 (w & 1): 0, 16, 8, 24. Two more merges
 // by shuffle (lane 0 takes lane 8, lane 16 takes lane 24, then lane 0 takes lane 16) are torch's
 // shared-memory rounds. Lane 0 returns torch's final state.
-template <bool rms_norm>
-__device__ __forceinline__ WelfordDataLN warp_tree(const WelfordDataLN (&x)[4]) {
-  const WelfordDataLN s0 = fold<rms_norm>(x[0], x[1], 16);
-  const WelfordDataLN s1 = fold<rms_norm>(x[2], x[3], 16);
-  WelfordDataLN wd = fold<rms_norm>(s0, s1, 8);
+// Two rows (ROWS = 2): after offset 8 each row fills the warp with 32 states of which offset 4
+// uses half, so offset 4 folds the two rows instead (row 0 at lanes with bit 2 clear, row 1 at
+// lanes with it set, 4 lanes higher); the merges that follow serve both rows at once: 11 merges
+// for two rows instead of 16. Lane 4 k returns row k's final state.
+template <bool rms_norm, unsigned int ROWS>
+__device__ __forceinline__ WelfordDataLN warp_tree(const WelfordDataLN (&x)[ROWS][4]) {
+  static_assert(ROWS == 1 || ROWS == 2, "one or two rows per warp");
+  WelfordDataLN t[ROWS];
 #pragma unroll
-  for (int offset = 4; offset > 0; offset >>= 1) wd = merge_down<rms_norm>(wd, offset);
+  for (int k = 0; k < (int)ROWS; k++) {
+    const WelfordDataLN s0 = fold<rms_norm>(x[k][0], x[k][1], 16);
+    const WelfordDataLN s1 = fold<rms_norm>(x[k][2], x[k][3], 16);
+    t[k] = fold<rms_norm>(s0, s1, 8);
+  }
+  WelfordDataLN wd = ROWS == 1 ? merge_down<rms_norm>(t[0], 4) : fold<rms_norm>(t[0], t[ROWS - 1], 4);
+  wd = merge_down<rms_norm>(wd, 2);
+  wd = merge_down<rms_norm>(wd, 1);
   wd = merge_down<rms_norm>(wd, 8);   // lane 0: warp 0 with warp 2; lane 16: warp 1 with warp 3
   return merge_down<rms_norm>(wd, 16);  // lane 0: (0, 2) with (1, 3)
 }
 // --8<-- [end:warp_tree]
 
 // --8<-- [start:fast_layer_norm_warp_kernel]
-// Block (32, WARPS): WARPS rows, one warp each; lane l plays torch's threads l + 32 w (w = 0..3) and
-// keeps each one's at most RW vectors (l + 32 w + 128 r) in registers.
+// Block (32, WARPS): each warp takes ROWS consecutive rows; for each, lane l plays torch's threads
+// l + 32 w (w = 0..3) and keeps each one's at most RW vectors (l + 32 w + 128 r) in registers.
+// ROWS > 1 (16-bit rows): the rows' weights are the same vectors, so each lane loads them once,
+// before the statistics (their latency hides behind the row's), and converts each weight once
+// for all ROWS rows. The rows' trees are independent and branch-free, so the compiler
+// interleaves them. A warp whose last rows are past M recomputes row M - 1 and stores nothing.
 template <typename T, typename T_ACC, bool rms_norm, bool has_gamma, bool has_beta, unsigned int RW,
-          unsigned int WARPS>
-__global__ void __launch_bounds__(32 * WARPS) fast_layer_norm_warp_kernel(
+          unsigned int WARPS, unsigned int ROWS>
+__global__ void __launch_bounds__(32 * WARPS, ROWS > 1 ? 16 / WARPS : 1) fast_layer_norm_warp_kernel(
     const int N, T_ACC eps, const T* __restrict__ X, const T* gamma, const T* beta, T_ACC* mean,
     T_ACC* rstd, T* Y, const float* __restrict__ rcp, const int64_t M) {
   using vec_t = aligned_vector<T, vec_size>;
-  const int64_t row = blockIdx.x * (int64_t)WARPS + threadIdx.y;
-  if (row >= M) return;  // whole warps leave; nothing below waits on another warp
+  using words = words_t<T>;
+  const int64_t row0 = (blockIdx.x * (int64_t)WARPS + threadIdx.y) * ROWS;
+  if (row0 >= M) return;  // whole warps leave; nothing below waits on another warp
   const int lane = threadIdx.x;
   const int n_vec = N / vec_size;
-  const words_t<T>* X_words = reinterpret_cast<const words_t<T>*>(X + row * N);
-  words_t<T> data[4][RW];
+  words data[ROWS][4][RW];
 #pragma unroll
-  for (int r = 0; r < (int)RW; r++) {
+  for (int k = 0; k < (int)ROWS; k++) {
+    const words* X_words = reinterpret_cast<const words*>(X + min(row0 + k, M - 1) * N);
 #pragma unroll
-    for (int w = 0; w < 4; w++) {
-      const int i = lane + 32 * w + 128 * r;
-      if (r < (int)RW / 2 || i < n_vec) data[w][r] = X_words[i];
-    }
-  }
-  WelfordDataLN wd[4];
-#pragma unroll
-  for (int r = 0; r < (int)RW; r++) {
-#pragma unroll
-    for (int ii = 0; ii < vec_size; ii++) {
-      const int k = r * vec_size + ii + 1;  // the same count for all four threads: change 1
+    for (int r = 0; r < (int)RW; r++) {
 #pragma unroll
       for (int w = 0; w < 4; w++) {
-        if (r < (int)RW / 2 || lane + 32 * w + 128 * r < n_vec)
-          wd[w] = online_sum<rms_norm>(element<T>(data[w][r], ii), wd[w], 1.f / float(k), float(k));
+        const int i = lane + 32 * w + 128 * r;
+        if (r < (int)RW / 2 || i < n_vec) data[k][w][r] = load_once<false>(&X_words[i]);
       }
     }
   }
-  const WelfordDataLN st = warp_tree<rms_norm>(wd);
-  // lane 0's values are torch's; every lane takes them, as torch's threads take them from shared memory
-  const float row_mean = WARP_SHFL(st.mean, 0);
-  const float var = WARP_SHFL(st.sigma2 / float(N), 0);
-  const float rstd_val = c10::cuda::compat::rsqrt(var + eps);
-  const vec_t* gamma_vec = reinterpret_cast<const vec_t*>(gamma);
-  const vec_t* beta_vec = reinterpret_cast<const vec_t*>(beta);
-  vec_t* Y_vec = reinterpret_cast<vec_t*>(Y + row * N);
+  constexpr bool early_weights = ROWS > 1 && RW <= 2;  // RW = 4 has no registers left for them
+  words gw[early_weights ? 4 : 1][early_weights ? RW : 1], bw[early_weights ? 4 : 1][early_weights ? RW : 1];
+  if constexpr (early_weights) {
+#pragma unroll
+    for (int r = 0; r < (int)RW; r++) {
+#pragma unroll
+      for (int w = 0; w < 4; w++) {
+        const int i = lane + 32 * w + 128 * r;
+        if (r < (int)RW / 2 || i < n_vec) {
+          if (has_gamma) gw[w][r] = reinterpret_cast<const words*>(gamma)[i];
+          if (has_beta) bw[w][r] = reinterpret_cast<const words*>(beta)[i];
+        }
+      }
+    }
+  }
+  WelfordDataLN wd[ROWS][4];
+#pragma unroll
+  for (int j = 0; j < (int)ROWS; j++) {
+#pragma unroll
+    for (int r = 0; r < (int)RW; r++) {
+#pragma unroll
+      for (int ii = 0; ii < vec_size; ii++) {
+        const int c = r * vec_size + ii + 1;  // the same count for all four threads: change 1
+#pragma unroll
+        for (int w = 0; w < 4; w++) {
+          if (r < (int)RW / 2 || lane + 32 * w + 128 * r < n_vec)
+            wd[j][w] = online_sum<rms_norm>(element<T>(data[j][w][r], ii), wd[j][w], 1.f / float(c),
+                                            float(c));
+        }
+      }
+    }
+  }
+  const WelfordDataLN st = warp_tree<rms_norm, ROWS>(wd);
+  const float var = st.sigma2 / float(N);
+  // lane 4 j's values are torch's for row j; every lane takes them, as torch's threads take them
+  // from shared memory
+  float row_mean[ROWS], rstd_val[ROWS];
+#pragma unroll
+  for (int j = 0; j < (int)ROWS; j++) {
+    row_mean[j] = WARP_SHFL(st.mean, 4 * j);
+    rstd_val[j] = c10::cuda::compat::rsqrt(WARP_SHFL(var, 4 * j) + eps);
+  }
 #pragma unroll
   for (int r = 0; r < (int)RW; r++) {
 #pragma unroll
     for (int w = 0; w < 4; w++) {
       const int i = lane + 32 * w + 128 * r;
-      keep_packed<T>(data[w][r]);
-      if (r < (int)RW / 2 || i < n_vec)
-        store_row<T, rms_norm, has_gamma, has_beta>(data[w][r], i, row_mean, rstd_val, gamma_vec, beta_vec, Y_vec);
+#pragma unroll
+      for (int j = 0; j < (int)ROWS; j++) keep_packed<T>(data[j][w][r]);
+      if (r < (int)RW / 2 || i < n_vec) {
+        words gv, bv;
+        if constexpr (early_weights) {
+          if (has_gamma) gv = gw[w][r];
+          if (has_beta) bv = bw[w][r];
+        } else {
+          if (has_gamma) gv = reinterpret_cast<const words*>(gamma)[i];
+          if (has_beta) bv = reinterpret_cast<const words*>(beta)[i];
+        }
+        vec_t out[ROWS];
+#pragma unroll
+        for (int ii = 0; ii < vec_size; ii++) {
+          const float g = has_gamma ? element<T>(gv, ii) : 0.f;
+          const float b = has_beta ? element<T>(bv, ii) : 0.f;
+#pragma unroll
+          for (int j = 0; j < (int)ROWS; j++)
+            out[j].val[ii] = normalize<rms_norm, has_gamma, has_beta>(element<T>(data[j][w][r], ii),
+                                                                      row_mean[j], rstd_val[j], g, b);
+        }
+#pragma unroll
+        for (int j = 0; j < (int)ROWS; j++)
+          if (row0 + j < M) reinterpret_cast<vec_t*>(Y + (row0 + j) * N)[i] = out[j];
+      }
     }
   }
   if (lane == 0) {
-    if constexpr (!rms_norm) {
-      mean[row] = row_mean;
+#pragma unroll
+    for (int j = 0; j < (int)ROWS; j++) {
+      const int64_t row = row0 + j;
+      if (row < M) {
+        if constexpr (!rms_norm) {
+          mean[row] = row_mean[j];
+        }
+        rstd[row] = rstd_val[j];
+      }
     }
-    rstd[row] = rstd_val;
   }
 }
 // --8<-- [end:fast_layer_norm_warp_kernel]
