@@ -368,10 +368,11 @@ __device__ __forceinline__ WelfordDataLN warp_tree(const WelfordDataLN (&x)[ROWS
 // --8<-- [start:fast_layer_norm_warp_kernel]
 // Block (32, WARPS): each warp takes ROWS consecutive rows; for each, lane l plays torch's threads
 // l + 32 w (w = 0..3) and keeps each one's at most RW vectors (l + 32 w + 128 r) in registers.
-// ROWS > 1 (16-bit rows): the rows' weights are the same vectors, so each lane loads them once,
-// before the statistics (their latency hides behind the row's), and converts each weight once
-// for all ROWS rows. The rows' trees are independent and branch-free, so the compiler
-// interleaves them. A warp whose last rows are past M recomputes row M - 1 and stores nothing.
+// ROWS = 2 (16-bit rows, RW <= 2): the rows' weights are the same vectors, so each lane loads them
+// once, before the statistics (their latency hides behind the rows'), and converts each weight once
+// for both rows; the two trees share their last five merges (warp_tree). Loads, conversions and
+// merge order are each row's own as before, so no bit changes. A warp whose second row is past M
+// recomputes row M - 1 and stores nothing for it.
 template <typename T, typename T_ACC, bool rms_norm, bool has_gamma, bool has_beta, unsigned int RW,
           unsigned int WARPS, unsigned int ROWS>
 __global__ void __launch_bounds__(32 * WARPS, ROWS > 1 ? 16 / WARPS : 1) fast_layer_norm_warp_kernel(
@@ -396,7 +397,7 @@ __global__ void __launch_bounds__(32 * WARPS, ROWS > 1 ? 16 / WARPS : 1) fast_la
       }
     }
   }
-  constexpr bool early_weights = ROWS > 1 && RW <= 2;  // RW = 4 has no registers left for them
+  constexpr bool early_weights = ROWS > 1;
   words gw[early_weights ? 4 : 1][early_weights ? RW : 1], bw[early_weights ? 4 : 1][early_weights ? RW : 1];
   if constexpr (early_weights) {
 #pragma unroll
