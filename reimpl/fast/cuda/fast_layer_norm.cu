@@ -1,7 +1,8 @@
 // Torch's bits, faster: a forward LayerNorm/RMSNorm kernel for exactly the inputs torch sends to
 // vectorized_layer_norm_kernel (N % 4 == 0, aligned pointers, float/half/bfloat16, N <= 2^24),
-// giving torch 2.11's out, mean and rstd bit for bit. Ours; it reuses the mirror's own
-// cuWelfordCombine, aligned_vector and WelfordDataLN by including the mirror (reimpl/cuda/).
+// giving torch 2.11's out, mean and rstd bit for bit. Ours; it reuses the mirror's aligned_vector
+// and WelfordDataLN by including the mirror (reimpl/cuda/), and restates its cuWelfordCombine
+// (combine, below) with the same roundings.
 //
 // What fixes torch's bits is the list of floating-point operations each of torch's 128 "virtual"
 // threads of a row applies, in order: its Welford updates over its elements, the shuffle-down tree,
@@ -10,7 +11,8 @@
 //   1. 1.f / new_count is not divided at run time. Where the count is known when compiling (the
 //      unrolled loops over a thread's registers), `1.f / c` is a constant the compiler folds with
 //      IEEE round-to-nearest, the value the division gives; where it is not (long rows that
-//      stream), it is read from a table of the same correctly rounded values.
+//      stream), it is read from a table of the same correctly rounded values. The merges' 1.f / count
+//      is rcp.rn's own fast path without its range check (count_reciprocal).
 //   2. The row stays on chip between the statistics and the normalisation (R vectors per thread
 //      in registers), instead of being read a second time: loads and copies round nothing.
 //   3. The row is held as 32-bit words, two 16-bit elements each, and converted with T's own
