@@ -8,6 +8,7 @@
     {% ladder_stamp %}            device, versions, date and method of the runs
     {% ladder_ncu %}              Nsight Compute's view of torch's vectorized forward and of reimpl.fast
     {% fast_bandwidth DTYPE %}    reimpl.fast beside torch and a copy (results/fast_bench.json)
+    {% fast_chart DTYPE %}        the same as bars
     {% fast_experiments %}        variants of the fast kernel that were tried and dropped (results/fast_experiments.json)
 """
 from __future__ import annotations
@@ -114,10 +115,22 @@ def training(dtype: str) -> str:
 
 
 def chart(dtype: str) -> str:
-    """Grouped horizontal bars: one group per shape, one bar per kernel, GB/s, copy drawn as a line."""
+    """The ladder's forward bandwidth per kernel and shape, as bars."""
     rows = _bench_rows(dtype, "forward")
-    if rows is None:
+    return "" if rows is None else _bars(rows, f"ladder-{dtype}", f"Forward GB/s per kernel and shape, {dtype}")
+
+
+def fast_chart(dtype: str) -> str:
+    """reimpl.fast beside torch's kernel per shape (results/fast_bench.json), as bars."""
+    d = _load(FAST)
+    if d is None:
         return ""
+    rows = [r for r in d["rows"] if r["dtype"] == dtype]
+    return _bars(rows, f"fast-{dtype}", f"GB/s, reimpl.fast and torch, {dtype}")
+
+
+def _bars(rows: list, name: str, what: str) -> str:
+    """Grouped horizontal bars: one group per shape, one bar per kernel, GB/s, copy drawn as a line."""
     shapes = sorted({(r["M"], r["N"]) for r in rows}, key=lambda s: s[0] * s[1])
     kernels = [k for k in ORDER if k != "copy" and any(r["kernel"] == k for r in rows)]
     cell = {(r["kernel"], r["M"], r["N"]): r["gbps"] for r in rows}
@@ -134,7 +147,8 @@ def chart(dtype: str) -> str:
             v = cell.get((k, M, N))
             body.append(f"<text x='{left - 6}' y='{y + bar - 1}' text-anchor='end'>{escape(k)}</text>")
             if v is not None:
-                cls = "#3f51b5" if k.startswith("torch") else "#2e7d32" if k.startswith("triton") else "#9e9e9e"
+                cls = ("#3f51b5" if k.startswith("torch") else "#2e7d32" if k.startswith(("triton", "fast"))
+                       else "#9e9e9e")
                 body.append(f"<rect x='{left}' y='{y}' width='{width * v / top:.1f}' height='{bar}' fill='{cls}'/>"
                             f"<text x='{left + width * v / top + 4:.1f}' y='{y + bar - 1}'>{v:.0f}</text>")
             y += bar + 2
@@ -144,8 +158,8 @@ def chart(dtype: str) -> str:
                         f"<text x='{x + 3:.1f}' y='{y0 + 6}' fill='#ef6c00'>copy {copy:.0f}</text>")
         y += gap
     w = left + width + 70
-    title = f"Forward GB/s per kernel and shape, {dtype} (dashed: x.clone())"
-    return (f"<svg xmlns='http://www.w3.org/2000/svg' class='diagram' data-diagram='ladder-{dtype}' role='img' "
+    title = f"{what} (dashed: x.clone())"
+    return (f"<svg xmlns='http://www.w3.org/2000/svg' class='diagram' data-diagram='{name}' role='img' "
             f"viewBox='0 0 {w} {y}' width='100%' style='max-width:{w}px' {font}><title>{escape(title)}</title>"
             + "".join(body) + "</svg>")
 

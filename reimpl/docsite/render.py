@@ -196,6 +196,8 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return releases_table.gpu_families()
         if kind == "fast_bandwidth" and arg:
             return ladder_tables.fast_bandwidth(arg)
+        if kind == "fast_chart" and arg:
+            return ladder_tables.fast_chart(arg)
         if kind == "ladder_ncu" and not arg:
             return ladder_tables.ncu()
         if kind == "fast_experiments" and not arg:
