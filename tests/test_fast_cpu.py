@@ -16,16 +16,23 @@ from reimpl.fast import kernel as F
 def test_fast_kernel_compiles_for_sm90_without_warnings():
     prog = compile_mod.build(F.SOURCE, "sm_90", use_cache=False)
     assert prog.log == "", prog.log
-    assert len(prog.lowered) == len(F._instantiations()) == len(set(F._instantiations())) == 105
+    # 15 (dtype, LayerNorm/RMSNorm, affine) combinations x 4 block kernels (R = 0, 8, 16, 32), and warp
+    # kernels (RW, rows, full): fp32 (1|2, 1, either), (4, 1, general); 16-bit (1|2, 2, either),
+    # (2, 4, full), (4, 1, general)
+    assert len(prog.lowered) == len(F._instantiations()) == len(set(F._instantiations())) == 15 * 4 + 5 * 5 + 10 * 6
     assert "-ftz=false" in compile_mod.compile_options(F.SOURCE, "sm_90")
     assert f"-I{K.SOURCE.directory}" in compile_mod.compile_options(F.SOURCE, "sm_90")
 
 
 @pytest.mark.parametrize("N,template,targs_tail,grid,block", [
-    (4, "fast_layer_norm_warp_kernel", (1, 4, 2), (125,), (32, 4)),
-    (768, "fast_layer_norm_warp_kernel", (2, 4, 2), (125,), (32, 4)),
-    (1028, "fast_layer_norm_warp_kernel", (4, 4, 1), (250,), (32, 4)),
-    (2048, "fast_layer_norm_warp_kernel", (4, 4, 1), (250,), (32, 4)),
+    (4, "fast_layer_norm_warp_kernel", (1, 4, 2, False), (125,), (32, 4)),
+    (512, "fast_layer_norm_warp_kernel", (1, 4, 2, True), (125,), (32, 4)),
+    (516, "fast_layer_norm_warp_kernel", (2, 4, 2, False), (125,), (32, 4)),
+    (768, "fast_layer_norm_warp_kernel", (2, 4, 2, False), (125,), (32, 4)),
+    (1024, "fast_layer_norm_warp_kernel", (2, 4, 2, True), (125,), (32, 4)),
+    (1028, "fast_layer_norm_warp_kernel", (4, 4, 1, False), (250,), (32, 4)),
+    (2044, "fast_layer_norm_warp_kernel", (4, 4, 1, False), (250,), (32, 4)),
+    (2048, "fast_layer_norm_warp_kernel", (4, 4, 1, False), (250,), (32, 4)),
     (2052, "fast_layer_norm_kernel", (8,), (1000,), (32, 4)),
     (8192, "fast_layer_norm_kernel", (16,), (1000,), (32, 4)),
     (12288, "fast_layer_norm_kernel", (32,), (1000,), (32, 4)),
@@ -33,7 +40,7 @@ def test_fast_kernel_compiles_for_sm90_without_warnings():
     (16388, "fast_layer_norm_kernel", (0,), (1000,), (32, 4)),
 ])
 def test_plan(N, template, targs_tail, grid, block):
-    kernel, g, b = F.plan(K.BFloat16, False, True, True, 1000, N)
+    kernel, g, b = F.plan(K.BFloat16, False, True, True, 1000, N, 132)
     assert kernel.template.name == template and kernel.targs[-len(targs_tail):] == targs_tail
     assert (g, b) == (grid, block)
     assert kernel in F._instantiations()
@@ -43,8 +50,35 @@ def test_plan(N, template, targs_tail, grid, block):
 def test_plan_rows_per_warp(T, rows, grid):
     # 16-bit rows up to 1024 elements go two to a warp (the weights are loaded and converted once for
     # both); fp32 rows and longer 16-bit rows one
-    kernel, g, _ = F.plan(T, True, True, False, 999, 1024)
-    assert kernel.targs[-1] == rows and g == grid and kernel in F._instantiations()
+    kernel, g, _ = F.plan(T, True, True, False, 999, 1020, 132)
+    assert kernel.targs[-2] == rows and g == grid and kernel in F._instantiations()
+
+
+@pytest.mark.parametrize("T,N,M,sms,rows,full,grid", [
+    (K.BFloat16, 1024, 2111, 132, 2, True, (264,)),   # under one block of four-row warps per SM
+    (K.BFloat16, 1024, 2112, 132, 4, True, (132,)),
+    (K.BFloat16, 1024, 4096, 132, 4, True, (256,)),   # the benchmark's single-wave shape
+    (K.Half, 1024, 6336, 132, 4, True, (396,)),
+    (K.BFloat16, 1024, 6337, 132, 2, True, (793,)),   # past 48 rows per SM: other blocks fill the gap
+    (K.BFloat16, 1024, 4096, 300, 2, True, (512,)),   # the rule scales with the SM count
+    (K.BFloat16, 1020, 4096, 132, 2, False, (512,)),  # not full: two rows a warp whatever M
+    (K.BFloat16, 512, 4096, 132, 2, True, (512,)),
+    (K.float_, 1024, 4096, 132, 1, True, (1024,)),
+    (K.BFloat16, 2048, 4096, 132, 1, False, (1024,)),  # full measured slower at RW = 4
+])
+def test_plan_rows_and_full(T, N, M, sms, rows, full, grid):
+    kernel, g, _ = F.plan(T, False, True, True, M, N, sms)
+    assert kernel.targs[-2:] == (rows, full) and g == grid
+
+
+def test_every_plan_is_instantiated():
+    """Whatever M, N and SM count, the plan names a kernel the source instantiates."""
+    for T, N, M, sms in itertools.product((K.float_, K.Half, K.BFloat16), (4, 508, 512, 516, 1020, 1024, 1028, 2048,
+                                                                           2052, 16384, 16388),
+                                          (1, 7, 2112, 4096, 65536), (1, 66, 132, 144)):
+        for rms, g, b in ((False, True, True), (False, True, False), (False, False, False), (True, True, False),
+                          (True, False, False)):
+            assert F.plan(T, rms, g, b, M, N, sms)[0] in F._instantiations(), (T, N, M, sms, rms, g, b)
 
 
 def test_every_thread_fills_more_than_half_its_slots():
@@ -52,8 +86,8 @@ def test_every_thread_fills_more_than_half_its_slots():
     that is only right if the plan's RW or R, for every N that keeps the row in registers, holds a
     thread's share and is less than twice it."""
     for N, T in itertools.product(range(4, 16388, 4), (K.float_, K.BFloat16)):
-        kernel, _, _ = F.plan(T, False, True, True, 1, N)
-        slots = kernel.targs[-3] if kernel.template is F.WARP_TEMPLATE else kernel.targs[-1]
+        kernel, _, _ = F.plan(T, False, True, True, 1, N, 132)
+        slots = kernel.targs[-4] if kernel.template is F.WARP_TEMPLATE else kernel.targs[-1]
         share = -(-(N // 4) // F.THREADS)
         assert share <= slots < 2 * share or slots == 1, (N, slots, share)
 
@@ -70,7 +104,7 @@ def test_registers_without_spills():
         f.flush()
         usage = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True, check=True).stdout
     found = re.findall(r"Function (\S+):\s+REG:(\d+) STACK:(\d+) SHARED:\d+ LOCAL:(\d+)", usage)
-    assert len(found) == len(set(F._instantiations())) == 105
+    assert len(found) == len(set(F._instantiations())) == 15 * 4 + 5 * 5 + 10 * 6
     for name, reg, stack, local in found:
         assert stack == "0" and local == "0", (name, reg, stack)
     regs = {n: int(r) for n, r, _, _ in found}

@@ -35,8 +35,8 @@ def _instantiations() -> list:
     out = []
     for T, rms, g, b in _affine():
         out += [TEMPLATE[(T, K.float_, rms, g, b, R)] for R in (0,) + REGISTER_VECTORS]
-        out += [WARP_TEMPLATE[(T, K.float_, rms, g, b, RW, WARPS_PER_BLOCK, rows_per_warp(T, RW))]
-                for RW in WARP_VECTORS]
+        out += [WARP_TEMPLATE[(T, K.float_, rms, g, b, RW, WARPS_PER_BLOCK, rows, full)]
+                for RW, rows, full in _warp_shapes(T)]
     return out
 
 
@@ -47,23 +47,49 @@ TEMPLATE = KernelTemplate("fast_layer_norm_kernel", _PARAMS, SOURCE, "reimpl_fas
 WARP_TEMPLATE = KernelTemplate("fast_layer_norm_warp_kernel", _PARAMS, SOURCE, "reimpl_fast")
 
 
-def rows_per_warp(T, RW: int) -> int:
+def takes_full(N: int, RW: int) -> bool:
+    """The warp kernel's `full` instance (every virtual thread holds RW vectors, so all counts are
+    constants): N = 512 or 1024. At N = 2048 (RW = 4) it measured slower (H100, bf16 4096 x 2048
+    LayerNorm: 78% of copy against 88%), so that row keeps the general instance."""
+    return RW <= 2 and N == 4 * THREADS * RW
+
+
+def rows_per_warp(T, RW: int, full: bool = False, M: int = 0, sms: int = 0) -> int:
     """16-bit rows of up to 1024 elements go two to a warp: the weights are loaded once, before the
     statistics, and converted once for both rows. At RW = 4 no registers are left to load them
-    early, and one row a warp measured faster (H100, bf16 4096 x 2048: 86% of copy against 84%)."""
-    return 2 if K.sizeof(T) == 2 and RW <= 2 else 1
+    early, and one row a warp measured faster (H100, bf16 4096 x 2048: 86% of copy against 84%).
+    Full 1024-element rows go four to a warp when the grid is about one wave (16 to 48 rows per SM):
+    then every warp loads at once and computes at once, and finishing one pair while the other's
+    loads land gains 3 to 4 points (H100, bf16 4096 x 1024 LayerNorm: 85% against 82%;
+    results/fast_experiments.json). With more rows, other blocks fill that gap and two measured
+    as fast or faster; with fewer, four-row warps leave SMs idle."""
+    if K.sizeof(T) != 2 or RW > 2:
+        return 1
+    return 4 if full and RW == 2 and 16 * sms <= M <= 48 * sms else 2
 
 
-def plan(T, rms: bool, has_gamma: bool, has_beta: bool, M: int, N: int):
+def _warp_shapes(T) -> list[tuple[int, int, bool]]:
+    """Every (RW, rows per warp, full) the plan can choose for element type T."""
+    out = []
+    for RW in WARP_VECTORS:
+        for full in (False, True) if RW <= 2 else (False,):
+            rows = {rows_per_warp(T, RW, full, M, 1) for M in (0, 16)}
+            out += [(RW, r, full) for r in sorted(rows)]
+    return out
+
+
+def plan(T, rms: bool, has_gamma: bool, has_beta: bool, M: int, N: int, sms: int):
     """(kernel, grid, block). Rows of up to 2048 elements go one warp per row, four rows a block;
     up to 16384, one (32, 4) block per row holding its share in R registers; beyond, the block
     streams the row. RW and R are the smallest that hold a thread's share, so every thread fills
-    more than half of its slots: the kernels skip the bounds checks on that first half."""
+    more than half of its slots: the kernels skip the bounds checks on that first half. `sms` (the
+    device's SM count) decides rows per warp for grids of about one wave."""
     per_thread = -(-(N // 4) // THREADS)
     RW = next((r for r in WARP_VECTORS if r >= per_thread), None)
     if RW is not None:
-        rows = rows_per_warp(T, RW)
-        kernel = WARP_TEMPLATE[(T, K.float_, rms, has_gamma, has_beta, RW, WARPS_PER_BLOCK, rows)]
+        full = takes_full(N, RW)
+        rows = rows_per_warp(T, RW, full, M, sms)
+        kernel = WARP_TEMPLATE[(T, K.float_, rms, has_gamma, has_beta, RW, WARPS_PER_BLOCK, rows, full)]
         return kernel, (-(-M // (WARPS_PER_BLOCK * rows)),), (32, WARPS_PER_BLOCK)
     R = next((r for r in REGISTER_VECTORS if r >= per_thread), 0)
     return TEMPLATE[(T, K.float_, rms, has_gamma, has_beta, R)], (M,), (32, 4)
@@ -106,7 +132,8 @@ class FastRuntime(runtime.TorchCupyRuntime):
         if not takes(gamma != 0, beta != 0, rms):
             return super().launch(kernel, grid, block, shared, stream, *args)
         M = runtime.dim3(grid)[0]  # torch launches one block per row
-        fast, fgrid, fblock = plan(T, rms, gamma != 0, beta != 0, M, N)
+        sms = self.getCurrentDeviceProperties()["multiProcessorCount"]
+        fast, fgrid, fblock = plan(T, rms, gamma != 0, beta != 0, M, N, sms)
         table = self.reciprocals(self._get_device())
         self.fast_launches += 1
         super().launch(fast, fgrid, fblock, 0, stream, N, eps, X, gamma, beta, mean, rstd, Y, table.data_ptr(), M)

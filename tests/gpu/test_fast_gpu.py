@@ -18,7 +18,8 @@ from tests.conftest import record
 pytestmark = pytest.mark.gpu
 
 GROUPS = {"shape_grid": cases.shape_grid, "paths": cases.path_cases, "values": cases.value_cases,
-          "eps": cases.eps_cases, "layouts": cases.layout_cases, "random": lambda: cases.random_cases(2000)}
+          "eps": cases.eps_cases, "layouts": cases.layout_cases, "random": lambda: cases.random_cases(2000),
+          "plans": lambda: plan_cases()}
 
 
 def fast_sweep(rows_wanted: int = 100_000, seed: int = 99) -> list[Case]:
@@ -34,6 +35,29 @@ def fast_sweep(rows_wanted: int = 100_000, seed: int = 99) -> list[Case]:
                         bias=rng.random() < 0.7, values=rng.choice(VALUE_KINDS + ("normal",) * 3),
                         eps=rng.choice((1e-5, 1e-6, 1e-12, 0.0, 1e-2, 10.0)), seed=len(out)))
         rows += m
+    return out
+
+
+def plan_cases() -> list[Case]:
+    """Every warp-kernel shape the plan chooses, with every value kind and affine combination: rows
+    that fill every slot (N = 512, 1024: the `full` instances) and their neighbours, and for 16-bit
+    N = 1024 the H100's four-row band (2112 <= M <= 6336 on 132 SMs), its edges, and a row count
+    that leaves the last warp short. Over the five large M, each value kind meets each of the five
+    (op, weight, bias) combinations once."""
+    combos = (("layer_norm", True, True), ("layer_norm", True, False), ("layer_norm", False, False),
+              ("rms_norm", True, False), ("rms_norm", False, False))
+    out = []
+    for dtype in ("fp32", "fp16", "bf16"):
+        for n in (508, 512, 516, 1020, 1024, 2048):
+            for m in (3, 130):
+                for values in VALUE_KINDS:
+                    for op, weight, bias in combos:
+                        out.append(Case(op, dtype, (m, n), weight=weight, bias=bias, values=values, seed=len(out)))
+        for k, m in enumerate((2111, 2112, 4099, 6336, 6337)):
+            for i, values in enumerate(VALUE_KINDS):
+                op, weight, bias = combos[(i + k) % len(combos)]
+                out.append(Case(op, dtype, (m, 1024), weight=weight, bias=bias, values=values,
+                                eps=(1e-5, 0.0)[i % 2], seed=len(out)))
     return out
 
 

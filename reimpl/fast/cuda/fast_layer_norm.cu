@@ -66,14 +66,17 @@ __device__ __forceinline__ float count_reciprocal(const float c) {
 // roundings in the same order as its SASS (FMUL nB*meanB then FFMA nA*meanA; FMUL, FMUL, FADD, FFMA
 // for sigma2), with count_reciprocal for `1.f / count` and the `count > 0` branch as selects: no
 // branch is left, so the compiler can interleave the merges of two rows.
-template <bool rms_norm>
+// known_counts: both counts are constants when compiling (rows that fill every slot, below), so the
+// count, 1.f / count, nA and nB fold to the IEEE values the instructions would compute, and the
+// select to its `count > 0` side. The counts are integers below 2^24: their sum is exact either way.
+template <bool rms_norm, bool known_counts = false>
 __device__ __forceinline__ WelfordDataLN combine(const WelfordDataLN dataB, const WelfordDataLN dataA) {
   if constexpr (!rms_norm) {
     const float delta = __fsub_rn(dataB.mean, dataA.mean);
-    const float count = __fadd_rn(dataA.count, dataB.count);
-    const float coef = count_reciprocal(count);
-    const float nA = __fmul_rn(dataA.count, coef);
-    const float nB = __fmul_rn(dataB.count, coef);
+    const float count = known_counts ? dataA.count + dataB.count : __fadd_rn(dataA.count, dataB.count);
+    const float coef = known_counts ? 1.f / count : count_reciprocal(count);
+    const float nA = known_counts ? dataA.count * coef : __fmul_rn(dataA.count, coef);
+    const float nB = known_counts ? dataB.count * coef : __fmul_rn(dataB.count, coef);
     const float mean = __fmaf_rn(nA, dataA.mean, __fmul_rn(nB, dataB.mean));
     const float sigma2 = __fmaf_rn(nB, __fmul_rn(__fmul_rn(delta, delta), dataA.count),
                                    __fadd_rn(dataA.sigma2, dataB.sigma2));
@@ -308,7 +311,9 @@ __device__ __forceinline__ WelfordDataLN pick(const bool first, const WelfordDat
   return {first ? a.mean : b.mean, first ? a.sigma2 : b.sigma2, first ? a.count : b.count};
 }
 
-template <bool rms_norm>
+// known_counts: every state of a round has the same count, a constant, so the partner's count is
+// our own and is not shuffled.
+template <bool rms_norm, bool known_counts>
 __device__ __forceinline__ WelfordDataLN fold(const WelfordDataLN a, const WelfordDataLN b, const int width) {
   const bool upper = threadIdx.x & width;
   const WelfordDataLN send = pick(upper, a, b);
@@ -317,21 +322,21 @@ __device__ __forceinline__ WelfordDataLN fold(const WelfordDataLN a, const Welfo
   got.sigma2 = WARP_SHFL_XOR(send.sigma2, width);
   if constexpr (!rms_norm) {
     got.mean = WARP_SHFL_XOR(send.mean, width);
-    got.count = WARP_SHFL_XOR(send.count, width);
+    got.count = known_counts ? send.count : WARP_SHFL_XOR(send.count, width);
   }
   // torch's operand order: the state of the lower lane first
-  return combine<rms_norm>(pick(upper, got, keep), pick(upper, keep, got));
+  return combine<rms_norm, known_counts>(pick(upper, got, keep), pick(upper, keep, got));
 }
 
-template <bool rms_norm>
+template <bool rms_norm, bool known_counts>
 __device__ __forceinline__ WelfordDataLN merge_down(const WelfordDataLN wd, const int offset) {
   WelfordDataLN got;
   got.sigma2 = WARP_SHFL_DOWN(wd.sigma2, offset);
   if constexpr (!rms_norm) {
     got.mean = WARP_SHFL_DOWN(wd.mean, offset);
-    got.count = WARP_SHFL_DOWN(wd.count, offset);
+    got.count = known_counts ? wd.count : WARP_SHFL_DOWN(wd.count, offset);
   }
-  return combine<rms_norm>(wd, got);
+  return combine<rms_norm, known_counts>(wd, got);
 }
 
 // --8<-- [start:warp_tree]
@@ -349,43 +354,55 @@ __device__ __forceinline__ WelfordDataLN merge_down(const WelfordDataLN wd, cons
 // uses half, so offset 4 folds the two rows instead (row 0 at lanes with bit 2 clear, row 1 at
 // lanes with it set, 4 lanes higher); the merges that follow serve both rows at once: 11 merges
 // for two rows instead of 16. Lane 4 k returns row k's final state.
-template <bool rms_norm, unsigned int ROWS>
+template <bool rms_norm, unsigned int ROWS, bool known_counts>
 __device__ __forceinline__ WelfordDataLN warp_tree(const WelfordDataLN (&x)[ROWS][4]) {
   static_assert(ROWS == 1 || ROWS == 2, "one or two rows per warp");
   WelfordDataLN t[ROWS];
 #pragma unroll
   for (int k = 0; k < (int)ROWS; k++) {
-    const WelfordDataLN s0 = fold<rms_norm>(x[k][0], x[k][1], 16);
-    const WelfordDataLN s1 = fold<rms_norm>(x[k][2], x[k][3], 16);
-    t[k] = fold<rms_norm>(s0, s1, 8);
+    const WelfordDataLN s0 = fold<rms_norm, known_counts>(x[k][0], x[k][1], 16);
+    const WelfordDataLN s1 = fold<rms_norm, known_counts>(x[k][2], x[k][3], 16);
+    t[k] = fold<rms_norm, known_counts>(s0, s1, 8);
   }
-  WelfordDataLN wd = ROWS == 1 ? merge_down<rms_norm>(t[0], 4) : fold<rms_norm>(t[0], t[ROWS - 1], 4);
-  wd = merge_down<rms_norm>(wd, 2);
-  wd = merge_down<rms_norm>(wd, 1);
-  wd = merge_down<rms_norm>(wd, 8);   // lane 0: warp 0 with warp 2; lane 16: warp 1 with warp 3
-  return merge_down<rms_norm>(wd, 16);  // lane 0: (0, 2) with (1, 3)
+  WelfordDataLN wd = ROWS == 1 ? merge_down<rms_norm, known_counts>(t[0], 4)
+                               : fold<rms_norm, known_counts>(t[0], t[ROWS - 1], 4);
+  wd = merge_down<rms_norm, known_counts>(wd, 2);
+  wd = merge_down<rms_norm, known_counts>(wd, 1);
+  wd = merge_down<rms_norm, known_counts>(wd, 8);   // lane 0: warp 0 with warp 2; lane 16: warp 1 with warp 3
+  return merge_down<rms_norm, known_counts>(wd, 16);  // lane 0: (0, 2) with (1, 3)
 }
 // --8<-- [end:warp_tree]
 
 // --8<-- [start:fast_layer_norm_warp_kernel]
 // Block (32, WARPS): each warp takes ROWS consecutive rows; for each, lane l plays torch's threads
 // l + 32 w (w = 0..3) and keeps each one's at most RW vectors (l + 32 w + 128 r) in registers.
-// ROWS = 2 (16-bit rows, RW <= 2): the rows' weights are the same vectors, so each lane loads them
-// once, before the statistics (their latency hides behind the rows'), and converts each weight once
-// for both rows; the two trees share their last five merges (warp_tree). Loads, conversions and
-// merge order are each row's own as before, so no bit changes. A warp whose second row is past M
-// recomputes row M - 1 and stores nothing for it.
+// ROWS = 2 or 4 (16-bit rows, RW <= 2): the rows' weights are the same vectors, so each lane loads
+// them once, before the statistics (their latency hides behind the rows'), and converts each weight
+// once per pair; rows go in pairs whose two trees share their last five merges (warp_tree). With
+// four rows, all four are loaded first and the pairs are finished one after the other, so the
+// first pair's arithmetic and stores overlap the second pair's loads (what helps a grid of about
+// one wave, kernel.py's rows_per_warp). Loads, conversions and merge order are each row's own as
+// before, so no bit changes. A warp whose rows run past M recomputes row M - 1 and stores nothing
+// for the copies.
+// full (N == 512 RW: every virtual thread holds RW vectors): each state's count is a constant, so the
+// tree's counts, reciprocals and weights fold when compiling and no bounds check is left; the
+// roundings applied to the data are the same (combine's known_counts).
 template <typename T, typename T_ACC, bool rms_norm, bool has_gamma, bool has_beta, unsigned int RW,
-          unsigned int WARPS, unsigned int ROWS>
-__global__ void __launch_bounds__(32 * WARPS, ROWS > 1 ? 16 / WARPS : 1) fast_layer_norm_warp_kernel(
+          unsigned int WARPS, unsigned int ROWS, bool full>
+// registers for 32 resident rows per SM (16 warps of 2 rows, 8 of 4); one row a warp asks nothing
+__global__ void __launch_bounds__(32 * WARPS, ROWS > 1 ? 32 / (WARPS * ROWS) : 1) fast_layer_norm_warp_kernel(
     const int N, T_ACC eps, const T* __restrict__ X, const T* gamma, const T* beta, T_ACC* mean,
     T_ACC* rstd, T* Y, const float* __restrict__ rcp, const int64_t M) {
+  static_assert(ROWS == 1 || ROWS == 2 || ROWS == 4, "one, two or four rows per warp");
+  constexpr int PAIR = ROWS > 1 ? 2 : 1;  // rows whose trees are folded together
   using vec_t = aligned_vector<T, vec_size>;
   using words = words_t<T>;
   const int64_t row0 = (blockIdx.x * (int64_t)WARPS + threadIdx.y) * ROWS;
   if (row0 >= M) return;  // whole warps leave; nothing below waits on another warp
   const int lane = threadIdx.x;
-  const int n_vec = N / vec_size;
+  const int n_vec = full ? 128 * RW : N / vec_size;
+  // whether torch's thread lane + 32 w holds vector i = lane + 32 w + 128 r
+  const auto present = [&](const int r, const int i) { return full || r < (int)RW / 2 || i < n_vec; };
   words data[ROWS][4][RW];
 #pragma unroll
   for (int k = 0; k < (int)ROWS; k++) {
@@ -395,7 +412,7 @@ __global__ void __launch_bounds__(32 * WARPS, ROWS > 1 ? 16 / WARPS : 1) fast_la
 #pragma unroll
       for (int w = 0; w < 4; w++) {
         const int i = lane + 32 * w + 128 * r;
-        if (r < (int)RW / 2 || i < n_vec) data[k][w][r] = load_once<false>(&X_words[i]);
+        if (present(r, i)) data[k][w][r] = load_once<false>(&X_words[i]);
       }
     }
   }
@@ -407,81 +424,84 @@ __global__ void __launch_bounds__(32 * WARPS, ROWS > 1 ? 16 / WARPS : 1) fast_la
 #pragma unroll
       for (int w = 0; w < 4; w++) {
         const int i = lane + 32 * w + 128 * r;
-        if (r < (int)RW / 2 || i < n_vec) {
+        if (present(r, i)) {
           if (has_gamma) gw[w][r] = reinterpret_cast<const words*>(gamma)[i];
           if (has_beta) bw[w][r] = reinterpret_cast<const words*>(beta)[i];
         }
       }
     }
   }
-  WelfordDataLN wd[ROWS][4];
 #pragma unroll
-  for (int j = 0; j < (int)ROWS; j++) {
+  for (int p = 0; p < (int)ROWS; p += PAIR) {
+    WelfordDataLN wd[PAIR][4];
+#pragma unroll
+    for (int j = 0; j < PAIR; j++) {
+#pragma unroll
+      for (int r = 0; r < (int)RW; r++) {
+#pragma unroll
+        for (int ii = 0; ii < vec_size; ii++) {
+          const int c = r * vec_size + ii + 1;  // the same count for all four threads: change 1
+#pragma unroll
+          for (int w = 0; w < 4; w++) {
+            if (present(r, lane + 32 * w + 128 * r))
+              wd[j][w] = online_sum<rms_norm>(element<T>(data[p + j][w][r], ii), wd[j][w], 1.f / float(c),
+                                              float(c));
+          }
+        }
+      }
+    }
+    const WelfordDataLN st = warp_tree<rms_norm, PAIR, full>(wd);
+    const float var = st.sigma2 / float(full ? 4 * n_vec : N);  // full: a power of two, so an exact FMUL
+    // lane 4 j's values are torch's for row p + j; every lane takes them, as torch's threads take
+    // them from shared memory
+    float row_mean[PAIR], rstd_val[PAIR];
+#pragma unroll
+    for (int j = 0; j < PAIR; j++) {
+      row_mean[j] = WARP_SHFL(st.mean, 4 * j);
+      rstd_val[j] = c10::cuda::compat::rsqrt(WARP_SHFL(var, 4 * j) + eps);
+    }
 #pragma unroll
     for (int r = 0; r < (int)RW; r++) {
 #pragma unroll
-      for (int ii = 0; ii < vec_size; ii++) {
-        const int c = r * vec_size + ii + 1;  // the same count for all four threads: change 1
+      for (int w = 0; w < 4; w++) {
+        const int i = lane + 32 * w + 128 * r;
 #pragma unroll
-        for (int w = 0; w < 4; w++) {
-          if (r < (int)RW / 2 || lane + 32 * w + 128 * r < n_vec)
-            wd[j][w] = online_sum<rms_norm>(element<T>(data[j][w][r], ii), wd[j][w], 1.f / float(c),
-                                            float(c));
+        for (int j = 0; j < PAIR; j++) keep_packed<T>(data[p + j][w][r]);
+        if (present(r, i)) {
+          words gv, bv;
+          if constexpr (early_weights) {
+            if (has_gamma) gv = gw[w][r];
+            if (has_beta) bv = bw[w][r];
+          } else {
+            if (has_gamma) gv = reinterpret_cast<const words*>(gamma)[i];
+            if (has_beta) bv = reinterpret_cast<const words*>(beta)[i];
+          }
+          vec_t out[PAIR];
+#pragma unroll
+          for (int ii = 0; ii < vec_size; ii++) {
+            const float g = has_gamma ? element<T>(gv, ii) : 0.f;
+            const float b = has_beta ? element<T>(bv, ii) : 0.f;
+#pragma unroll
+            for (int j = 0; j < PAIR; j++)
+              out[j].val[ii] = normalize<rms_norm, has_gamma, has_beta>(element<T>(data[p + j][w][r], ii),
+                                                                        row_mean[j], rstd_val[j], g, b);
+          }
+#pragma unroll
+          for (int j = 0; j < PAIR; j++)
+            if (row0 + p + j < M) reinterpret_cast<vec_t*>(Y + (row0 + p + j) * N)[i] = out[j];
         }
       }
     }
-  }
-  const WelfordDataLN st = warp_tree<rms_norm, ROWS>(wd);
-  const float var = st.sigma2 / float(N);
-  // lane 4 j's values are torch's for row j; every lane takes them, as torch's threads take them
-  // from shared memory
-  float row_mean[ROWS], rstd_val[ROWS];
+    if (lane == 0) {
 #pragma unroll
-  for (int j = 0; j < (int)ROWS; j++) {
-    row_mean[j] = WARP_SHFL(st.mean, 4 * j);
-    rstd_val[j] = c10::cuda::compat::rsqrt(WARP_SHFL(var, 4 * j) + eps);
-  }
-#pragma unroll
-  for (int r = 0; r < (int)RW; r++) {
-#pragma unroll
-    for (int w = 0; w < 4; w++) {
-      const int i = lane + 32 * w + 128 * r;
-#pragma unroll
-      for (int j = 0; j < (int)ROWS; j++) keep_packed<T>(data[j][w][r]);
-      if (r < (int)RW / 2 || i < n_vec) {
-        words gv, bv;
-        if constexpr (early_weights) {
-          if (has_gamma) gv = gw[w][r];
-          if (has_beta) bv = bw[w][r];
-        } else {
-          if (has_gamma) gv = reinterpret_cast<const words*>(gamma)[i];
-          if (has_beta) bv = reinterpret_cast<const words*>(beta)[i];
+      for (int j = 0; j < PAIR; j++) {
+        const int64_t row = row0 + p + j;
+        if (row < M) {
+          if constexpr (!rms_norm) {
+            mean[row] = row_mean[j];
+          }
+          rstd[row] = rstd_val[j];
         }
-        vec_t out[ROWS];
-#pragma unroll
-        for (int ii = 0; ii < vec_size; ii++) {
-          const float g = has_gamma ? element<T>(gv, ii) : 0.f;
-          const float b = has_beta ? element<T>(bv, ii) : 0.f;
-#pragma unroll
-          for (int j = 0; j < (int)ROWS; j++)
-            out[j].val[ii] = normalize<rms_norm, has_gamma, has_beta>(element<T>(data[j][w][r], ii),
-                                                                      row_mean[j], rstd_val[j], g, b);
-        }
-#pragma unroll
-        for (int j = 0; j < (int)ROWS; j++)
-          if (row0 + j < M) reinterpret_cast<vec_t*>(Y + (row0 + j) * N)[i] = out[j];
-      }
-    }
-  }
-  if (lane == 0) {
-#pragma unroll
-    for (int j = 0; j < (int)ROWS; j++) {
-      const int64_t row = row0 + j;
-      if (row < M) {
-        if constexpr (!rms_norm) {
-          mean[row] = row_mean[j];
-        }
-        rstd[row] = rstd_val[j];
       }
     }
   }
