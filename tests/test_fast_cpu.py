@@ -121,3 +121,22 @@ def test_bias_without_weight_stays_with_the_mirror():
 def test_reciprocal_table_covers_the_largest_count():
     # torch's vectorized path takes N <= 2^24: a thread's count reaches 4 * ceil(N / 4 / 128)
     assert F.MAX_COUNT >= 4 * -(-(2 ** 24 // 4) // 128)
+
+
+def test_rows_sweep_matches_the_rule():
+    """The committed sweep behind rows_per_warp's four-row band records what the plan chose for each
+    M; if the rule changes, the measurement (and the page's bold cells) must be redone."""
+    import json
+    from pathlib import Path
+    from reimpl.docsite import ladder_tables
+    d = json.loads((Path(__file__).resolve().parents[1] / "results" / "fast_rows_sweep.json").read_text())
+    checked = 0
+    for r in d["rows"]:
+        T = {"bf16": K.BFloat16, "fp16": K.Half}[r["dtype"]]
+        assert r["plan_rows"] == F.rows_per_warp(T, 2, True, r["M"], d["sms"]), r
+        checked += 1
+    assert checked >= 2 * 13 * 5
+    table = ladder_tables.fast_rows_sweep()
+    line = next(row for row in table.splitlines() if row.startswith("| bf16 | 4096 |"))
+    cells = [c.strip() for c in line.strip("|").split("|")][3:]  # LN 2, LN 4, RMS 2, RMS 4
+    assert [c.startswith("**") for c in cells] == [False, True, False, True], line

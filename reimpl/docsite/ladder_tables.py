@@ -10,6 +10,7 @@
     {% fast_bandwidth DTYPE %}    reimpl.fast beside torch and a copy (results/fast_bench.json)
     {% fast_chart DTYPE %}        the same as bars
     {% fast_experiments %}        variants of the fast kernel that were tried and dropped (results/fast_experiments.json)
+    {% fast_rows_sweep %}         two or four 1024-element rows a warp, over M (results/fast_rows_sweep.json)
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ BENCH = RESULTS / "ladder_bench.json"
 NCU = RESULTS / "ncu_torch_forward.json"
 FAST = RESULTS / "fast_bench.json"
 FAST_TRIED = RESULTS / "fast_experiments.json"
+FAST_ROWS = RESULTS / "fast_rows_sweep.json"
 # the order a reader climbs: torch and the copy are the yardsticks at the end
 ORDER = ("fast_layer_norm", "fast_rms_norm", "naive", "warp_sums", "warp_welford", "block_welford", "block_cached", "block_vec", "apex",
          "triton_ln", "rms_warp_sumsq", "triton_rms", "torch_layer_norm", "torch_rms_norm", "copy")
@@ -205,4 +207,27 @@ def fast_experiments() -> str:
                 lines.append(f"| {label} | {shape} | {pct}% |")
         if "note" in v:
             lines.append(f"| ↳ note | | {v['note']} |")
+    return "\n".join(lines) + "\n"
+
+
+def fast_rows_sweep() -> str:
+    """Per dtype and M: % of copy with two and with four rows a warp, and what the plan picks."""
+    d = _load(FAST_ROWS)
+    if d is None:
+        return MISSING.format(cmd="python scripts/gpu/fast_rows_sweep.py results/fast_rows_sweep.json",
+                              file=FAST_ROWS.name)
+    cell = {(r["dtype"], r["M"], r["kernel"]): r for r in d["rows"]}
+    keys = sorted({(r["dtype"], r["M"]) for r in d["rows"]}, key=lambda k: (k[0] != "bf16", k[1]))
+    lines = [f"*{d['device']} ({d['sms']} SMs), torch {d['torch']}, {d['date']}; {d['method']}. "
+             f"N = 1024, weight and bias; % of copy in the same run. Bold: the plan's choice.*\n",
+             "| dtype | M | rows per SM | LayerNorm, 2 rows a warp | LayerNorm, 4 | RMSNorm, 2 | RMSNorm, 4 |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for dtype, M in keys:
+        plan = cell[(dtype, M, "copy")]["plan_rows"]
+        out = []
+        for op in ("layer_norm", "rms_norm"):
+            for rows in (2, 4):
+                pct = f"{cell[(dtype, M, f'{op} rows={rows}')]['pct_copy']:.0f}%"
+                out.append(f"**{pct}**" if rows == plan else pct)
+        lines.append(f"| {dtype} | {M} | {M / d['sms']:.1f} | " + " | ".join(out) + " |")
     return "\n".join(lines) + "\n"

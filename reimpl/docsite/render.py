@@ -202,6 +202,8 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return ladder_tables.ncu()
         if kind == "fast_experiments" and not arg:
             return ladder_tables.fast_experiments()
+        if kind == "fast_rows_sweep" and not arg:
+            return ladder_tables.fast_rows_sweep()
         sibling = siblings_tables.expand(kind, arg)
         if sibling is not None:
             return sibling

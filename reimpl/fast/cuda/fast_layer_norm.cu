@@ -24,6 +24,11 @@
 //      uses lane 0's result, so the warp computes only the merges that feed it: 8 instead of the
 //      20 + 3 a lane would run for four states (see warp_tree); each one merges the same two
 //      operands, in the same order, as torch's. No barrier and no shared memory remain.
+//   5. Rows that fill every slot (N = 512, 1024; the warp kernel's `full`): every count is a
+//      constant, so counts, reciprocals and merge weights fold when compiling (combine's
+//      known_counts); the data still meets the same roundings with operands of the same value.
+//   6. Which warp takes which rows, and in what order it finishes them, rounds nothing: for grids
+//      of about one wave a warp loads four rows and finishes them as two pairs, one after the other.
 // Every rounding that torch's compiler fused into an FFMA is written here as __fmaf_rn, and every
 // separate rounding as __fadd_rn / __fsub_rn / __fmul_rn, so contraction choices cannot drift.
 #include "layer_norm_kernel.cu"
