@@ -54,7 +54,10 @@ def takes_full(N: int, RW: int) -> bool:
     return RW <= 2 and N == 4 * THREADS * RW
 
 
-def rows_per_warp(T, RW: int, full: bool = False, M: int = 0, sms: int = 0) -> int:
+FOUR_ROW_BAND = (16, 48)  # rows per SM for which full 16-bit 1024-element rows go four to a warp
+
+
+def rows_per_warp(T, RW: int, full: bool, M: int, sms: int) -> int:
     """16-bit rows of up to 1024 elements go two to a warp: the weights are loaded once, before the
     statistics, and converted once for both rows. At RW = 4 no registers are left to load them
     early, and one row a warp measured faster (H100, bf16 4096 x 2048: 86% of copy against 84%).
@@ -65,7 +68,8 @@ def rows_per_warp(T, RW: int, full: bool = False, M: int = 0, sms: int = 0) -> i
     as fast or faster; with fewer, four-row warps leave SMs idle."""
     if K.sizeof(T) != 2 or RW > 2:
         return 1
-    return 4 if full and RW == 2 and 16 * sms <= M <= 48 * sms else 2
+    low, high = FOUR_ROW_BAND
+    return 4 if full and RW == 2 and low * sms <= M <= high * sms else 2
 
 
 def _warp_shapes(T) -> list[tuple[int, int, bool]]:
@@ -73,7 +77,8 @@ def _warp_shapes(T) -> list[tuple[int, int, bool]]:
     out = []
     for RW in WARP_VECTORS:
         for full in (False, True) if RW <= 2 else (False,):
-            rows = {rows_per_warp(T, RW, full, M, 1) for M in (0, 16)}
+            # one SM: an M below the four-row band and one inside it
+            rows = {rows_per_warp(T, RW, full, M, 1) for M in (0, FOUR_ROW_BAND[0])}
             out += [(RW, r, full) for r in sorted(rows)]
     return out
 
