@@ -2,15 +2,19 @@
 wired as torch's derivatives.yaml wires aten's: native_layer_norm's backward is
 native_layer_norm_backward(grad, input, normalized_shape, mean, rstd, weight, bias, mask), and
 _fused_rms_norm's is _fused_rms_norm_backward(grad, input, normalized_shape, rstd, weight, mask),
-with mask[i] = "input i needs a gradient". Not twice differentiable: torch's double backward of
-LayerNorm is a composite of other ops, which this repository does not mirror.
+with mask[i] = "input i needs a gradient". The backward runs under the runtime the forward ran
+under (reimpl.fast's, for instance), whenever autograd calls it. Not twice differentiable: torch's
+double backward of LayerNorm is a composite of other ops, which this repository does not mirror.
 """
 from __future__ import annotations
+
+import contextlib
 
 import torch
 from torch.autograd.function import once_differentiable
 
 from . import api
+from .device import runtime
 
 
 def needs_grad(input, weight, bias=None) -> bool:
@@ -18,11 +22,16 @@ def needs_grad(input, weight, bias=None) -> bool:
                                         or (bias is not None and bias.requires_grad))
 
 
+def _runtime_of(ctx):
+    """The forward's runtime, or, where it ran under the default one, whatever is current now."""
+    return runtime.use(ctx.runtime) if ctx.runtime is not None else contextlib.nullcontext()
+
+
 class LayerNormFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, input, normalized_shape, weight, bias, eps):
         out, mean, rstd = api._native_layer_norm(input, normalized_shape, weight, bias, eps)  # after autocast
-        ctx.normalized_shape = normalized_shape
+        ctx.normalized_shape, ctx.runtime = normalized_shape, runtime.current
         ctx.save_for_backward(input, weight, bias, mean, rstd)
         return out
 
@@ -31,8 +40,9 @@ class LayerNormFunction(torch.autograd.Function):
     def backward(ctx, grad_out):
         input, weight, bias, mean, rstd = ctx.saved_tensors
         mask = (ctx.needs_input_grad[0], ctx.needs_input_grad[2], ctx.needs_input_grad[3])
-        dX, dgamma, dbeta = api.native_layer_norm_backward(grad_out, input, ctx.normalized_shape, mean, rstd,
-                                                          weight, bias, mask)
+        with _runtime_of(ctx):
+            dX, dgamma, dbeta = api.native_layer_norm_backward(grad_out, input, ctx.normalized_shape, mean, rstd,
+                                                              weight, bias, mask)
         return dX, None, dgamma, dbeta, None
 
 
@@ -40,7 +50,7 @@ class RMSNormFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, input, normalized_shape, weight, eps):
         out, rstd = api.fused_rms_norm(input, normalized_shape, weight, eps)
-        ctx.normalized_shape = normalized_shape
+        ctx.normalized_shape, ctx.runtime = normalized_shape, runtime.current
         ctx.save_for_backward(input, weight, rstd)
         return out
 
@@ -49,5 +59,6 @@ class RMSNormFunction(torch.autograd.Function):
     def backward(ctx, grad_out):
         input, weight, rstd = ctx.saved_tensors
         mask = (ctx.needs_input_grad[0], ctx.needs_input_grad[2])
-        dX, dgamma = api.fused_rms_norm_backward(grad_out, input, ctx.normalized_shape, rstd, weight, mask)
+        with _runtime_of(ctx):
+            dX, dgamma = api.fused_rms_norm_backward(grad_out, input, ctx.normalized_shape, rstd, weight, mask)
         return dX, None, dgamma, None

@@ -1,9 +1,13 @@
-"""Torch's bits, faster: the forward LayerNorm/RMSNorm with torch 2.11's exact out, mean and rstd,
-from a kernel of ours (reimpl/fast/cuda/fast_layer_norm.cu) where torch would launch its
-vectorized kernel, and from the mirror everywhere else, so the result is torch's in every case.
+"""Torch's bits, faster: LayerNorm/RMSNorm with torch 2.11's exact out, mean and rstd, and exact dX,
+from kernels of ours (reimpl/fast/cuda/fast_layer_norm.cu, fast_grad_input.cu) where torch would
+launch its vectorized forward or grad-input kernel, and from the mirror everywhere else (dgamma and
+dbeta included), so the result is torch's in every case.
 
     native_layer_norm, fused_rms_norm      aten's forward contracts (as reimpl's)
-    layer_norm, rms_norm                   torch.nn.functional's, differentiable (the mirror's backward)
+    native_layer_norm_backward,            aten's backward contracts (as reimpl's)
+      fused_rms_norm_backward
+    layer_norm, rms_norm                   torch.nn.functional's, differentiable: the backward runs
+                                           under the same runtime, so dX is the fast kernel's too
     use_fast(module)                       make reimpl.nn.LayerNorm / RMSNorm modules in `module` use it
 
 Imports: the public face, the mirror and reimpl.device.
@@ -42,8 +46,20 @@ def fused_rms_norm(input, normalized_shape, weight=None, eps: float | None = Non
         return api.fused_rms_norm(input, normalized_shape, weight, eps)
 
 
+def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight=None, bias=None,
+                               output_mask=(True, True, True)):
+    with _fast():
+        return api.native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias,
+                                              output_mask)
+
+
+def fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight=None, output_mask=(True, True)):
+    with _fast():
+        return api.fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight, output_mask)
+
+
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
-    """Differentiable: the forward runs here, autograd's backward later runs the mirror's kernels."""
+    """Differentiable: autograd's backward runs later under the runtime of this forward (autograd.py)."""
     with _fast():
         return functional.layer_norm(input, normalized_shape, weight, bias, eps)
 

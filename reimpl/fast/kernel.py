@@ -1,8 +1,9 @@
-"""The fast kernel (reimpl/fast/cuda/fast_layer_norm.cu) as kernel objects, its launch
+"""The fast forward kernel (reimpl/fast/cuda/fast_layer_norm.cu) as kernel objects, its launch
 configuration, the reciprocal table, and `FastRuntime`: a runtime that runs the mirror's host code
-unchanged and, where that code launches torch's `vectorized_layer_norm_kernel`, launches ours with
-the same arguments instead. So "which inputs take the fast kernel" has one definition, the mirror's
-LayerNormKernelImplInternal: exactly the inputs torch sends to its vectorized kernel.
+unchanged and, where that code launches torch's `vectorized_layer_norm_kernel` or
+`layer_norm_grad_input_kernel_vectorized`, launches ours (the grad-input ones from grad_input.py)
+with the same arguments instead. So "which inputs take a fast kernel" has one definition, the
+mirror's host code: exactly the inputs torch sends to its vectorized kernels.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from ..device import runtime
 from ..device.compile import CudaSource
 from ..device.kernel import KernelTemplate
 from .. import kernels as K
+from . import grad_input
 
 REGISTER_VECTORS = (8, 16, 32)  # R: vectors per thread kept in registers (N > 2048); 0: stream the row
 WARP_VECTORS = (1, 2, 4)  # RW: the warp kernel's vectors per virtual thread (N <= 2048)
@@ -108,13 +110,14 @@ def takes(has_gamma: bool, has_beta: bool, rms: bool) -> bool:
 
 
 class FastRuntime(runtime.TorchCupyRuntime):
-    """TorchCupyRuntime that swaps torch's vectorized forward for the fast kernel."""
+    """TorchCupyRuntime that swaps torch's vectorized forward and grad-input kernels for ours."""
 
     def __init__(self):
         super().__init__()
         self._tables: dict[int, object] = {}
         self._lock = threading.Lock()
-        self.fast_launches = 0
+        self.fast_launches = 0  # forward
+        self.fast_grad_launches = 0  # dX
 
     def reciprocals(self, device: int):
         """rcp[c] = 1.f / c (c = 1 .. MAX_COUNT), correctly rounded: NumPy's float32 division is IEEE,
@@ -130,6 +133,13 @@ class FastRuntime(runtime.TorchCupyRuntime):
         return t
 
     def launch(self, kernel, grid, block, shared: int, stream: int, *args) -> None:
+        if kernel.template is K.layer_norm_grad_input_kernel_vectorized:
+            T, _, rms = kernel.targs
+            dY, X, mean, rstd, gamma, dX, N = args
+            M = runtime.dim3(grid)[0]  # torch launches one block per row
+            fast, fgrid, fblock = grad_input.plan(T, rms, gamma != 0, M, N)
+            self.fast_grad_launches += 1
+            return super().launch(fast, fgrid, fblock, 0, stream, *args, M)
         if kernel.template is not K.vectorized_layer_norm_kernel:
             return super().launch(kernel, grid, block, shared, stream, *args)
         T, _, rms = kernel.targs
