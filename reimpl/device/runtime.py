@@ -101,6 +101,7 @@ class _DeviceState:
     functions: dict = field(default_factory=dict)  # kernel -> launcher
     modules: dict = field(default_factory=dict)    # CudaSource -> (Program, cupy Module), once loaded
     properties: dict | None = None
+    shared: dict = field(default_factory=dict)  # kernel -> dynamic shared bytes allowed (allow_shared)
 
 
 _CTYPE_OF_KIND = {"ptr": ctypes.c_uint64, "int": ctypes.c_int32, "int64": ctypes.c_int64}
@@ -196,6 +197,21 @@ class TorchCupyRuntime:
         st.functions[kernel] = launcher
         return launcher
 
+    def allow_shared(self, kernel, nbytes: int) -> None:
+        """Let `kernel` launch with `nbytes` of dynamic shared memory on the current device: above
+        48 KB a function must ask for it first (cuFuncSetAttribute), once per device."""
+        if nbytes <= 48 * 1024:
+            return
+        device = self._get_device()
+        st = self._state(device)
+        if st.shared.get(kernel, 0) >= nbytes:
+            return
+        from cupy.cuda import driver
+        fn = st.functions.get(kernel) or self._function(device, kernel)
+        ptr = fn._fn if isinstance(fn, _DriverLaunch) else fn.ptr
+        driver.funcSetAttribute(ptr, 8, nbytes)  # 8: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        st.shared[kernel] = nbytes
+
     def _load_module(self, device: int, source):
         import cupy
         from . import compile as compile_mod
@@ -271,6 +287,21 @@ class CubinRuntime(TorchCupyRuntime):
     def __init__(self, cubin: bytes, functions: dict[str, str], adapt=None):
         super().__init__(launch_mode="cupy")
         self.cubin, self.functions, self.adapt = cubin, functions, adapt
+
+    def allow_shared(self, kernel, nbytes: int) -> None:
+        """Let `kernel` launch with `nbytes` of dynamic shared memory on the current device: above
+        48 KB a function must ask for it first (cuFuncSetAttribute), once per device."""
+        if nbytes <= 48 * 1024:
+            return
+        device = self._get_device()
+        st = self._state(device)
+        if st.shared.get(kernel, 0) >= nbytes:
+            return
+        from cupy.cuda import driver
+        fn = st.functions.get(kernel) or self._function(device, kernel)
+        ptr = fn._fn if isinstance(fn, _DriverLaunch) else fn.ptr
+        driver.funcSetAttribute(ptr, 8, nbytes)  # 8: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        st.shared[kernel] = nbytes
 
     def _load_module(self, device: int, source):
         import cupy

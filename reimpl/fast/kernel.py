@@ -137,9 +137,10 @@ class FastRuntime(runtime.TorchCupyRuntime):
             T, _, rms = kernel.targs
             dY, X, mean, rstd, gamma, dX, N = args
             M = runtime.dim3(grid)[0]  # torch launches one block per row
-            fast, fgrid, fblock = grad_input.plan(T, rms, gamma != 0, M, N)
+            fast, fgrid, fblock, fshared = grad_input.plan(T, rms, gamma != 0, M, N)
             self.fast_grad_launches += 1
-            return super().launch(fast, fgrid, fblock, 0, stream, *args, M)
+            self.allow_shared(fast, fshared)
+            return super().launch(fast, fgrid, fblock, fshared, stream, *args, M)
         if kernel.template is not K.vectorized_layer_norm_kernel:
             return super().launch(kernel, grid, block, shared, stream, *args)
         T, _, rms = kernel.targs

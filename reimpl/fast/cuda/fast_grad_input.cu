@@ -12,8 +12,9 @@
 //   pass 2: per element, dX = ((fH*g)*dy - ((x-mean)*rstd)*stats_x2 - stats_x1) * ((1/fH)*rstd), with
 //     the first subtraction fused into an FFMA (`grad_element`), and T's rounding on the store.
 // Nothing else enters the bits. This kernel keeps that list and changes only what is not in it:
-//   1. The row stays on chip between the two passes (x and dY in registers, or dY alone when both
-//      would not fit), instead of being read twice: loads and copies round nothing.
+//   1. The row stays on chip between the two passes (X and dY in registers, and for rows of up to
+//      16384 elements partly in shared memory), instead of being read twice: loads and copies
+//      round nothing.
 //   2. Short rows (fast_grad_input_warp_kernel): one warp per row, lane l playing torch's threads
 //      l + 32 w. Each keeps its own two sums, in its own order; the tree (warp_block_sum) adds the
 //      same pairs as torch's shuffles and shared-memory rounds, with no barrier. IEEE addition is
@@ -193,47 +194,72 @@ __global__ void __launch_bounds__(32 * WARPS) fast_grad_input_warp_kernel(
 }
 // --8<-- [end:fast_grad_input_warp_kernel]
 
-// Blocks per SM the compiler must fit in registers: the words held (R vectors of dY, and of X when
-// keep_x) plus 40 for everything else; R == 0 (streaming) asks for nothing.
-template <typename T, unsigned int R, bool keep_x>
+// Blocks per SM the compiler must fit in registers: the words held (R vectors each of X and dY)
+// plus 40 for everything else; R == 0 asks for nothing.
+template <typename T, unsigned int R>
 __host__ __device__ constexpr int grad_min_blocks() {
-  const int regs = int(R * sizeof(T) * (keep_x ? 2 : 1)) + 40;
+  const int regs = int(2 * R * sizeof(T)) + 40;
   const int b = 65536 / (128 * ((regs + 7) / 8 * 8));
   return R == 0 ? 1 : (b < 1 ? 1 : (b > 16 ? 16 : b));
 }
 
+// 16 bytes from global to shared memory without passing through registers (cp.async, L1 bypassed).
+__device__ __forceinline__ void copy_to_shared(void* dst, const void* src) {
+  const unsigned int d = static_cast<unsigned int>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src));
+}
+
 // --8<-- [start:fast_grad_input_kernel]
 // Longer rows: one block of 128 threads per row, torch's shape and thread-to-vector map, and torch's
-// own BlockReduceSum. R > 0: thread t keeps vectors t + 128 r (r < R) of dY, and of X when keep_x,
-// in registers between the passes; without keep_x (fp32 rows beyond 8192 elements, where both
-// would take 256 registers) it reads X again in pass 2, which then comes from L2: a few rows per
-// SM are in flight. R == 0 (rows beyond 128 * 32 vectors) streams both, as torch does.
-template <typename T, typename T_ACC, bool rms_norm, bool has_gamma, unsigned int R, bool keep_x>
-__global__ void __launch_bounds__(128, (grad_min_blocks<T, R, keep_x>())) fast_grad_input_kernel(
+// own BlockReduceSum. Thread t's vectors are t + 128 r; it keeps the first R of X and dY in
+// registers and the next RS in dynamic shared memory (filled by cp.async while the register ones
+// load), so both passes read the row from chip. Each thread reads back only what it wrote, so no
+// barrier guards the shared slots. R == RS == 0 (rows beyond 128 * 32 vectors) streams the row
+// twice, as torch does.
+template <typename T, typename T_ACC, bool rms_norm, bool has_gamma, unsigned int R, unsigned int RS>
+__global__ void __launch_bounds__(128, (grad_min_blocks<T, R>())) fast_grad_input_kernel(
     const T* __restrict__ dY, const T* __restrict__ X, const T_ACC* __restrict__ mean,
     const T_ACC* __restrict__ rstd, const T* __restrict__ gamma, T* dX, const int N, const int64_t M) {
   using words = words_t<T>;
+  constexpr int P = R + RS;  // vectors a thread holds
   __shared__ float buf[4];  // torch's 16 bytes: BlockReduceSum's one float per warp, then the two sums
+  extern __shared__ __align__(16) unsigned char held[];  // RS vectors of X, then RS of dY, per thread
+  words* xs = reinterpret_cast<words*>(held);
+  words* dys = xs + RS * 128;
   const int t = threadIdx.x;
   const int n_vec = N / vec_size;
   const auto g = grad_row<T, rms_norm, has_gamma>(dY, X, mean, rstd, gamma, dX, blockIdx.x, N);
   float s1 = 0.f, s2 = 0.f;
-  words dyr[R > 0 ? R : 1], xr[keep_x && R > 0 ? R : 1];
-  // the plan picks R below twice a thread's share, so the first half needs no bounds check
-  const auto present = [&](const int r) { return r < (int)R / 2 || t + 128 * r < n_vec; };
-  if constexpr (R > 0) {
+  words xr[R > 0 ? R : 1], dyr[R > 0 ? R : 1];
+  // the plan picks P below twice a thread's share, so the first half needs no bounds check
+  const auto present = [&](const int r) { return r < P / 2 || t + 128 * r < n_vec; };
+  if constexpr (P > 0) {
+#pragma unroll
+    for (int s = 0; s < (int)RS; s++) {
+      if (present(R + s)) {
+        copy_to_shared(&xs[s * 128 + t], &g.X[t + 128 * (R + s)]);
+        copy_to_shared(&dys[s * 128 + t], &g.dY[t + 128 * (R + s)]);
+      }
+    }
+    if constexpr (RS > 0) asm volatile("cp.async.commit_group;");
 #pragma unroll
     for (int r = 0; r < (int)R; r++) {
       if (present(r)) {
+        xr[r] = load_once<false>(&g.X[t + 128 * r]);
         dyr[r] = load_once<false>(&g.dY[t + 128 * r]);
-        if constexpr (keep_x) xr[r] = load_once<false>(&g.X[t + 128 * r]);
       }
     }
 #pragma unroll
     for (int r = 0; r < (int)R; r++) {
-      if (present(r)) g.sum(s1, s2, keep_x ? xr[keep_x ? r : 0] : g.X[t + 128 * r], dyr[r], t + 128 * r);
-      // At most 4 vectors' weights (and X, without keep_x) in flight: all R at once would spill.
+      if (present(r)) g.sum(s1, s2, xr[r], dyr[r], t + 128 * r);
+      // At most 4 vectors' weights in flight: all of them at once would spill.
       if (r % 4 == 3) asm volatile("" ::: "memory");
+    }
+    if constexpr (RS > 0) asm volatile("cp.async.wait_all;" ::: "memory");
+#pragma unroll
+    for (int s = 0; s < (int)RS; s++) {
+      if (present(R + s)) g.sum(s1, s2, xs[s * 128 + t], dys[s * 128 + t], t + 128 * (R + s));
+      if (s % 4 == 3) asm volatile("" ::: "memory");
     }
   } else {
     for (int i = t; i < n_vec; i += 128) g.sum(s1, s2, g.X[i], g.dY[i], i);
@@ -255,14 +281,18 @@ __global__ void __launch_bounds__(128, (grad_min_blocks<T, R, keep_x>())) fast_g
   s2 = buf[1];
   const float fH = N;
   const float term1 = __fmul_rn(__frcp_rn(fH), g.rstd);
-  if constexpr (R > 0) {
+  if constexpr (P > 0) {
 #pragma unroll
     for (int r = 0; r < (int)R; r++) {
+      keep_packed<T>(xr[r]);
       keep_packed<T>(dyr[r]);
-      if constexpr (keep_x) keep_packed<T>(xr[r]);
-      // without keep_x, X is read again: from L2, where pass 1 left it moments ago
-      if (present(r)) g.store(keep_x ? xr[keep_x ? r : 0] : g.X[t + 128 * r], dyr[r], t + 128 * r, s1, s2, fH, term1);
+      if (present(r)) g.store(xr[r], dyr[r], t + 128 * r, s1, s2, fH, term1);
       if (r % 4 == 3) asm volatile("" ::: "memory");
+    }
+#pragma unroll
+    for (int s = 0; s < (int)RS; s++) {
+      if (present(R + s)) g.store(xs[s * 128 + t], dys[s * 128 + t], t + 128 * (R + s), s1, s2, fH, term1);
+      if (s % 4 == 3) asm volatile("" ::: "memory");
     }
   } else {
     for (int i = t; i < n_vec; i += 128) g.store(g.X[i], g.dY[i], i, s1, s2, fH, term1);
