@@ -198,9 +198,10 @@ class TorchCupyRuntime:
         return launcher
 
     def allow_shared(self, kernel, nbytes: int) -> None:
-        """Let `kernel` launch with `nbytes` of dynamic shared memory on the current device: above
-        48 KB a function must ask for it first (cuFuncSetAttribute), once per device."""
-        if nbytes <= 48 * 1024:
+        """Let `kernel` launch with `nbytes` of dynamic shared memory on the current device. Static
+        and dynamic shared memory together above 48 KB must be asked for first (cuFuncSetAttribute,
+        once per device); asking for any nbytes keeps that sum out of the caller's sight."""
+        if nbytes == 0:
             return
         device = self._get_device()
         st = self._state(device)
@@ -289,9 +290,10 @@ class CubinRuntime(TorchCupyRuntime):
         self.cubin, self.functions, self.adapt = cubin, functions, adapt
 
     def allow_shared(self, kernel, nbytes: int) -> None:
-        """Let `kernel` launch with `nbytes` of dynamic shared memory on the current device: above
-        48 KB a function must ask for it first (cuFuncSetAttribute), once per device."""
-        if nbytes <= 48 * 1024:
+        """Let `kernel` launch with `nbytes` of dynamic shared memory on the current device. Static
+        and dynamic shared memory together above 48 KB must be asked for first (cuFuncSetAttribute,
+        once per device); asking for any nbytes keeps that sum out of the caller's sight."""
+        if nbytes == 0:
             return
         device = self._get_device()
         st = self._state(device)

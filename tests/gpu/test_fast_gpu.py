@@ -97,7 +97,7 @@ def test_fast_kernel_sweep_of_100000_rows():
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_fast_autograd_and_module(dtype):
     """layer_norm / rms_norm through autograd, and nn modules switched with use_fast: torch's forward
-    bits and gradients (the backward is the mirror's)."""
+    bits and gradients."""
     import reimpl
     from reimpl import fast
     dt = DTYPES[dtype]

@@ -15,7 +15,7 @@
 //   1. The row stays on chip between the two passes (X and dY in registers, and for rows of up to
 //      16384 elements partly in shared memory), instead of being read twice: loads and copies
 //      round nothing.
-//   2. Short rows (fast_grad_input_warp_kernel): one warp per row, lane l playing torch's threads
+//   2. Short rows (fast_grad_input_warp_kernel, N < 512): one warp per row, lane l playing torch's threads
 //      l + 32 w. Each keeps its own two sums, in its own order; the tree (warp_block_sum) adds the
 //      same pairs as torch's shuffles and shared-memory rounds, with no barrier. IEEE addition is
 //      commutative, so which of two lanes holds an operand does not matter, only which two values
@@ -138,10 +138,10 @@ __device__ __forceinline__ void warp_block_sum(const float (&v)[S][4], float (&o
 // --8<-- [end:warp_block_sum]
 
 // --8<-- [start:fast_grad_input_warp_kernel]
-// Rows of up to 2048 elements. Block (32, WARPS), one warp per row; lane l plays torch's threads
-// l + 32 w (w = 0..3) and holds each one's at most RW vectors (l + 32 w + 128 r) of X and dY in
-// registers. The plan picks the smallest RW that holds a thread's share, so the first RW / 2
-// slots of every thread are present and need no bounds check.
+// Rows shorter than 512 elements (the plan's choice; the kernel takes any RW). Block (32, WARPS),
+// one warp per row; lane l plays torch's threads l + 32 w (w = 0..3) and holds each one's at most
+// RW vectors (l + 32 w + 128 r) of X and dY in registers. The plan picks the smallest RW that holds
+// a thread's share, so the first RW / 2 slots of every thread are present and need no bounds check.
 template <typename T, typename T_ACC, bool rms_norm, bool has_gamma, unsigned int RW, unsigned int WARPS>
 __global__ void __launch_bounds__(32 * WARPS) fast_grad_input_warp_kernel(
     const T* __restrict__ dY, const T* __restrict__ X, const T_ACC* __restrict__ mean,
@@ -203,10 +203,17 @@ __host__ __device__ constexpr int grad_min_blocks() {
   return R == 0 ? 1 : (b < 1 ? 1 : (b > 16 ? 16 : b));
 }
 
-// 16 bytes from global to shared memory without passing through registers (cp.async, L1 bypassed).
-__device__ __forceinline__ void copy_to_shared(void* dst, const void* src) {
+// One row vector (16 bytes, or 8 for 16-bit T) from global to shared memory without passing through
+// registers (cp.async; the 16-byte form bypasses L1).
+template <typename W>
+__device__ __forceinline__ void copy_to_shared(W* dst, const W* src) {
   const unsigned int d = static_cast<unsigned int>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src));
+  if constexpr (sizeof(W) == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src));
+  } else {
+    static_assert(sizeof(W) == 8, "a vector of four 16-bit elements");
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(d), "l"(src));
+  }
 }
 
 // --8<-- [start:fast_grad_input_kernel]
