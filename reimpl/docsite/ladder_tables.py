@@ -11,6 +11,7 @@
     {% fast_chart DTYPE %}        the same as bars
     {% fast_experiments %}        variants of the fast kernel that were tried and dropped (results/fast_experiments.json)
     {% fast_rows_sweep %}         two or four 1024-element rows a warp, over M (results/fast_rows_sweep.json)
+    {% fast_grad_bandwidth DTYPE %}  reimpl.fast's dX beside torch's and a copy (results/fast_grad_bench.json)
 """
 from __future__ import annotations
 
@@ -27,9 +28,11 @@ NCU = RESULTS / "ncu_torch_forward.json"
 FAST = RESULTS / "fast_bench.json"
 FAST_TRIED = RESULTS / "fast_experiments.json"
 FAST_ROWS = RESULTS / "fast_rows_sweep.json"
+FAST_GRAD = RESULTS / "fast_grad_bench.json"
 # the order a reader climbs: torch and the copy are the yardsticks at the end
-ORDER = ("fast_layer_norm", "fast_rms_norm", "naive", "warp_sums", "warp_welford", "block_welford", "block_cached", "block_vec", "apex",
-         "triton_ln", "rms_warp_sumsq", "triton_rms", "torch_layer_norm", "torch_rms_norm", "copy")
+ORDER = ("fast_layer_norm", "fast_rms_norm", "fast_layer_norm_dx", "fast_rms_norm_dx", "naive", "warp_sums", "warp_welford", "block_welford", "block_cached", "block_vec", "apex",
+         "triton_ln", "rms_warp_sumsq", "triton_rms", "torch_layer_norm", "torch_rms_norm", "torch_layer_norm_dx",
+         "torch_rms_norm_dx", "copy")
 MISSING = "*Not measured yet: run `{cmd}` on a GPU and commit `{file}`.*\n"
 
 
@@ -186,6 +189,15 @@ def fast_bandwidth(dtype: str) -> str:
     d = _load(FAST)
     if d is None:
         return MISSING.format(cmd="python scripts/gpu/fast_bench.py results/fast_bench.json", file=FAST.name)
+    rows = [r for r in d["rows"] if r["dtype"] == dtype]
+    return (f"*{d['device']}, torch {d['torch']}, {d['date']}; {d['method']}.*\n\n" + _table(rows, pct=True))
+
+
+def fast_grad_bandwidth(dtype: str) -> str:
+    d = _load(FAST_GRAD)
+    if d is None:
+        return MISSING.format(cmd="python scripts/gpu/fast_grad_bench.py results/fast_grad_bench.json",
+                              file=FAST_GRAD.name)
     rows = [r for r in d["rows"] if r["dtype"] == dtype]
     return (f"*{d['device']}, torch {d['torch']}, {d['date']}; {d['method']}.*\n\n" + _table(rows, pct=True))
 

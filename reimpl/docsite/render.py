@@ -204,6 +204,8 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return ladder_tables.fast_experiments()
         if kind == "fast_rows_sweep" and not arg:
             return ladder_tables.fast_rows_sweep()
+        if kind == "fast_grad_bandwidth" and arg:
+            return ladder_tables.fast_grad_bandwidth(arg)
         sibling = siblings_tables.expand(kind, arg)
         if sibling is not None:
             return sibling
