@@ -289,22 +289,6 @@ class CubinRuntime(TorchCupyRuntime):
         super().__init__(launch_mode="cupy")
         self.cubin, self.functions, self.adapt = cubin, functions, adapt
 
-    def allow_shared(self, kernel, nbytes: int) -> None:
-        """Let `kernel` launch with `nbytes` of dynamic shared memory on the current device. Static
-        and dynamic shared memory together above 48 KB must be asked for first (cuFuncSetAttribute,
-        once per device); asking for any nbytes keeps that sum out of the caller's sight."""
-        if nbytes == 0:
-            return
-        device = self._get_device()
-        st = self._state(device)
-        if st.shared.get(kernel, 0) >= nbytes:
-            return
-        from cupy.cuda import driver
-        fn = st.functions.get(kernel) or self._function(device, kernel)
-        ptr = fn._fn if isinstance(fn, _DriverLaunch) else fn.ptr
-        driver.funcSetAttribute(ptr, 8, nbytes)  # 8: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-        st.shared[kernel] = nbytes
-
     def _load_module(self, device: int, source):
         import cupy
         with cupy.cuda.Device(device):
