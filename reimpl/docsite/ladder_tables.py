@@ -12,6 +12,7 @@
     {% fast_experiments %}        variants of the fast kernel that were tried and dropped (results/fast_experiments.json)
     {% fast_rows_sweep %}         two or four 1024-element rows a warp, over M (results/fast_rows_sweep.json)
     {% fast_grad_bandwidth DTYPE %}  reimpl.fast's dX beside torch's and a copy (results/fast_grad_bench.json)
+    {% fast_grad_chart DTYPE %}   the same as bars
 """
 from __future__ import annotations
 
@@ -125,13 +126,19 @@ def chart(dtype: str) -> str:
     return "" if rows is None else _bars(rows, f"ladder-{dtype}", f"Forward GB/s per kernel and shape, {dtype}")
 
 
-def fast_chart(dtype: str) -> str:
-    """reimpl.fast beside torch's kernel per shape (results/fast_bench.json), as bars."""
-    d = _load(FAST)
+def fast_chart(dtype: str, path: Path = FAST) -> str:
+    """reimpl.fast beside torch's kernel per shape (results/fast_bench.json, or the dX's
+    results/fast_grad_bench.json), as bars."""
+    d = _load(path)
     if d is None:
         return ""
     rows = [r for r in d["rows"] if r["dtype"] == dtype]
-    return _bars(rows, f"fast-{dtype}", f"GB/s, reimpl.fast and torch, {dtype}")
+    name, what = ("fast-dx", "dX GB/s (x, dy, dx)") if path == FAST_GRAD else ("fast", "GB/s")
+    return _bars(rows, f"{name}-{dtype}", f"{what}, reimpl.fast and torch, {dtype}")
+
+
+def fast_grad_chart(dtype: str) -> str:
+    return fast_chart(dtype, FAST_GRAD)
 
 
 def _bars(rows: list, name: str, what: str) -> str:
@@ -185,21 +192,17 @@ def ncu() -> str:
     return "\n".join(lines) + "\n"
 
 
-def fast_bandwidth(dtype: str) -> str:
-    d = _load(FAST)
+def fast_bandwidth(dtype: str, path: Path = FAST) -> str:
+    """reimpl.fast's table per shape from results/fast_bench.json (or the dX's fast_grad_bench.json)."""
+    d = _load(path)
     if d is None:
-        return MISSING.format(cmd="python scripts/gpu/fast_bench.py results/fast_bench.json", file=FAST.name)
+        return MISSING.format(cmd=f"python scripts/gpu/{path.stem}.py results/{path.name}", file=path.name)
     rows = [r for r in d["rows"] if r["dtype"] == dtype]
     return (f"*{d['device']}, torch {d['torch']}, {d['date']}; {d['method']}.*\n\n" + _table(rows, pct=True))
 
 
 def fast_grad_bandwidth(dtype: str) -> str:
-    d = _load(FAST_GRAD)
-    if d is None:
-        return MISSING.format(cmd="python scripts/gpu/fast_grad_bench.py results/fast_grad_bench.json",
-                              file=FAST_GRAD.name)
-    rows = [r for r in d["rows"] if r["dtype"] == dtype]
-    return (f"*{d['device']}, torch {d['torch']}, {d['date']}; {d['method']}.*\n\n" + _table(rows, pct=True))
+    return fast_bandwidth(dtype, FAST_GRAD)
 
 
 def fast_experiments() -> str:

@@ -206,6 +206,8 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return ladder_tables.fast_rows_sweep()
         if kind == "fast_grad_bandwidth" and arg:
             return ladder_tables.fast_grad_bandwidth(arg)
+        if kind == "fast_grad_chart" and arg:
+            return ladder_tables.fast_grad_chart(arg)
         sibling = siblings_tables.expand(kind, arg)
         if sibling is not None:
             return sibling
