@@ -11,9 +11,8 @@ import torch
 
 from reimpl.checks import cases
 from reimpl.checks.cases import DTYPES, VALUE_KINDS, Case
-from reimpl.checks.parity import compare_case
-from reimpl.device import runtime
 from tests.conftest import record
+from tests.gpu.fast_runs import run_fast
 
 pytestmark = pytest.mark.gpu
 
@@ -62,19 +61,7 @@ def plan_cases() -> list[Case]:
 
 
 def _run(group: str, cs: list[Case]):
-    from reimpl.fast import fast_runtime
-    rt = fast_runtime()
-    bad, fast_cases = [], 0
-    for c in cs:
-        before = rt.fast_launches
-        with runtime.use(rt), torch.no_grad():
-            elements, n, msgs = compare_case(c)
-        fast_cases += rt.fast_launches > before
-        record(f"fast_{group}", elements, n)
-        bad += msgs
-    for _ in range(fast_cases):
-        record("fast_kernel_cases", 0, 0)
-    return bad, fast_cases
+    return run_fast(f"fast_{group}", "fast_kernel_cases", "fast_launches", cs)
 
 
 @pytest.mark.parametrize("group", list(GROUPS))

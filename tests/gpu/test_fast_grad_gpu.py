@@ -13,9 +13,7 @@ import torch
 
 from reimpl.checks import cases_backward as bwd
 from reimpl.checks.cases import DTYPES, VALUE_KINDS
-from reimpl.checks.parity import compare_case
-from reimpl.device import runtime
-from tests.conftest import record
+from tests.gpu.fast_runs import run_fast
 
 pytestmark = pytest.mark.gpu
 
@@ -64,19 +62,7 @@ def fast_grad_sweep(rows_wanted: int = 100_000, seed: int = 77) -> list[bwd.Back
 
 
 def _run(group: str, cs) -> tuple[list[str], int]:
-    from reimpl.fast import fast_runtime
-    rt = fast_runtime()
-    bad, fast_cases = [], 0
-    for c in cs:
-        before = rt.fast_grad_launches
-        with runtime.use(rt), torch.no_grad():
-            elements, n, msgs = compare_case(c)
-        fast_cases += rt.fast_grad_launches > before
-        record(f"bwd_fast_{group}", elements, n)
-        bad += msgs
-    for _ in range(fast_cases):
-        record("bwd_fast_grad_kernel_cases", 0, 0)
-    return bad, fast_cases
+    return run_fast(f"bwd_fast_{group}", "bwd_fast_grad_kernel_cases", "fast_grad_launches", cs)
 
 
 @pytest.mark.parametrize("group", list(GROUPS))
