@@ -1,7 +1,7 @@
 // Torch's bits, faster, backward: dX of LayerNorm/RMSNorm for exactly the inputs torch sends to
 // layer_norm_grad_input_kernel_vectorized (N % 4 == 0; dY, X, gamma, dX aligned; float, half,
-// bfloat16), giving torch 2.11's dX bit for bit. Ours; it reuses the mirror's BlockReduceSum and the
-// fast forward's row words (fast_common.cuh).
+// bfloat16), giving torch 2.11's dX bit for bit. Ours; it reuses the mirror's warp-shuffle macros and
+// the fast forward's row words (fast_common.cuh).
 //
 // What fixes torch's bits (reimpl/cuda/layer_norm_kernel.cu, layer_norm_grad_input_kernel_vectorized):
 //   pass 1: each of 128 virtual threads t sums, over its elements (vectors t + 128 r, r ascending,
@@ -23,6 +23,9 @@
 //   3. Without gamma, torch multiplies by T(1) == 1.f: dy * 1.f is dy and fH * 1.f is fH, exactly
 //      (NaN stays NaN), so those products are left out.
 //   4. 1.f / fH is __frcp_rn(fH): both are the correctly rounded reciprocal, so the same float.
+//   5. Longer rows (block_sums): torch's two BlockReduceSum calls and its broadcast through shared
+//      memory take one barrier instead of five; every thread finishes the tree with the additions
+//      torch's warp 0 makes, on the same operands, so it holds what torch's thread 0 broadcasts.
 // Every rounding torch's compiler fused into an FFMA is __fmaf_rn here, every other one __fadd_rn,
 // __fsub_rn or __fmul_rn, so contraction choices cannot drift. Row offsets are 64-bit: torch's
 // `bIdx * N` is 32-bit, which only matters beyond 2^32 elements, where torch reads the wrong rows.
@@ -216,27 +219,62 @@ __device__ __forceinline__ void copy_to_shared(W* dst, const W* src) {
   }
 }
 
+// --8<-- [start:block_sums]
+// Torch's two BlockReduceSum calls and its broadcast through reduce_buf, for S statistics, with one
+// barrier where torch has five. v[s] enters as this thread's sum and leaves as the block's. Each
+// warp runs torch's shuffle-down tree (lane 0's result is the warp's sum u_w); torch's warp 0 then
+// reads u_0..u_3 into lanes 0-3 (zeros elsewhere) and runs the tree again, where each u_w gets + 0
+// three times (only -0 changes, to +0, and once does that), then lane 0 computes
+// (u_0 + u_2) + (u_1 + u_3). Here every thread reads the four u_w from shared memory and makes those
+// additions itself: the same operands meet in the same pairs, so every thread holds thread 0's
+// result, which torch's threads read back from reduce_buf. buf: one float4 (a float per warp) per
+// statistic; a caller that sums again must first pass a barrier or switch to another buf.
+template <int S>
+__device__ __forceinline__ void block_sums(float (&v)[S], float4* buf) {
+  const int lane = threadIdx.x % C10_WARP_SIZE;
+  const int wid = threadIdx.x / C10_WARP_SIZE;
+#pragma unroll
+  for (int offset = C10_WARP_SIZE >> 1; offset > 0; offset >>= 1) {
+#pragma unroll
+    for (int s = 0; s < S; s++) v[s] = __fadd_rn(v[s], WARP_SHFL_DOWN(v[s], offset));
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int s = 0; s < S; s++) reinterpret_cast<float*>(&buf[s])[wid] = v[s];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int s = 0; s < S; s++) {
+    const float4 u = buf[s];
+    v[s] = __fadd_rn(__fadd_rn(__fadd_rn(u.x, 0.f), __fadd_rn(u.z, 0.f)),
+                     __fadd_rn(__fadd_rn(u.y, 0.f), __fadd_rn(u.w, 0.f)));
+  }
+}
+// --8<-- [end:block_sums]
+
 // --8<-- [start:fast_grad_input_kernel]
-// Longer rows: one block of 128 threads per row, torch's shape and thread-to-vector map, and torch's
-// own BlockReduceSum. Thread t's vectors are t + 128 r; it keeps the first R of X and dY in
-// registers and the next RS in dynamic shared memory (filled by cp.async while the register ones
-// load), so both passes read the row from chip. Each thread reads back only what it wrote, so no
-// barrier guards the shared slots. R == RS == 0 (rows beyond 128 * 32 vectors) streams the row
-// twice, as torch does.
+// Longer rows: one block of 128 threads per row, torch's shape and thread-to-vector map. Thread t's
+// vectors are t + 128 r; it keeps the first R of X and dY in registers and the next RS in dynamic
+// shared memory (filled by cp.async while the register ones load), so both passes read the row from
+// chip. Each thread reads back only what it wrote, so no barrier guards the shared slots.
+// R == RS == 0 (rows beyond 128 * 32 vectors) streams the row twice, as torch does.
 template <typename T, typename T_ACC, bool rms_norm, bool has_gamma, unsigned int R, unsigned int RS>
 __global__ void __launch_bounds__(128, (grad_min_blocks<T, R>())) fast_grad_input_kernel(
     const T* __restrict__ dY, const T* __restrict__ X, const T_ACC* __restrict__ mean,
     const T_ACC* __restrict__ rstd, const T* __restrict__ gamma, T* dX, const int N, const int64_t M) {
   using words = words_t<T>;
+  constexpr int S = rms_norm ? 1 : 2;  // statistics: stats_x1 (LayerNorm only) and stats_x2
   constexpr int P = R + RS;  // vectors a thread holds
-  __shared__ float buf[4];  // torch's 16 bytes: BlockReduceSum's one float per warp, then the two sums
+  __shared__ float4 buf[S];  // one float per warp for each statistic (torch: reduce_buf, 4 floats)
   extern __shared__ __align__(16) unsigned char held[];  // RS vectors of X, then RS of dY, per thread
   words* xs = reinterpret_cast<words*>(held);
   words* dys = xs + RS * 128;
   const int t = threadIdx.x;
   const int n_vec = N / vec_size;
   const auto g = grad_row<T, rms_norm, has_gamma>(dY, X, mean, rstd, gamma, dX, blockIdx.x, N);
-  float s1 = 0.f, s2 = 0.f;
+  float st[S] = {};  // stats_x1 (LayerNorm), stats_x2 last
+  float& s1 = st[0];
+  float& s2 = st[S - 1];
   words xr[R > 0 ? R : 1], dyr[R > 0 ? R : 1];
   // the plan picks P below twice a thread's share, so the first half needs no bounds check
   const auto present = [&](const int r) { return r < P / 2 || t + 128 * r < n_vec; };
@@ -271,21 +309,7 @@ __global__ void __launch_bounds__(128, (grad_min_blocks<T, R>())) fast_grad_inpu
   } else {
     for (int i = t; i < n_vec; i += 128) g.sum(s1, s2, g.X[i], g.dY[i], i);
   }
-  if constexpr (!rms_norm) {
-    s1 = at::native::cuda_utils::BlockReduceSum(s1, buf);
-  }
-  s2 = at::native::cuda_utils::BlockReduceSum(s2, buf);
-  if (t == 0) {
-    if constexpr (!rms_norm) {
-      buf[0] = s1;
-    }
-    buf[1] = s2;
-  }
-  __syncthreads();
-  if constexpr (!rms_norm) {
-    s1 = buf[0];
-  }
-  s2 = buf[1];
+  block_sums<S>(st, buf);
   const float fH = N;
   const float term1 = __fmul_rn(__frcp_rn(fH), g.rstd);
   if constexpr (P > 0) {
