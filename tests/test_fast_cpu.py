@@ -140,3 +140,36 @@ def test_rows_sweep_matches_the_rule():
     line = next(row for row in table.splitlines() if row.startswith("| bf16 | 4096 |"))
     cells = [c.strip() for c in line.strip("|").split("|")][3:]  # LN 2, LN 4, RMS 2, RMS 4
     assert [c.startswith("**") for c in cells] == [False, True, False, True], line
+
+
+def test_speed_tables_hold_both_timing_methods():
+    """The forward's and dX's committed benchmarks hold every shape, kernel and dtype under both
+    timing methods, and the page's directives pick them by name (an unknown method is an error)."""
+    from reimpl.checks.bench import METHODS
+    from reimpl.docsite import ladder_tables as L
+    for path in (L.FAST, L.FAST_GRAD):
+        d = L._load(path)
+        assert set(d["methods"]) == set(METHODS)
+        for method in METHODS:
+            for dtype in ("fp32", "bf16"):
+                rows, words = L._method_rows(d, f"{dtype} {method}")
+                assert words == METHODS[method]
+                assert len({(r["M"], r["N"]) for r in rows}) == 5 and len(rows) == 25, (path.name, method, dtype)
+                assert {r["kernel"] for r in rows if r["kernel"] != "copy"} <= set(L.ORDER)
+        assert L._method_rows(d, "fp32")[0] == L._method_rows(d, "fp32 pipelined")[0]
+        with pytest.raises(ValueError, match="unknown timing method"):
+            L._method_rows(d, "fp32 warm")
+
+
+def test_ncu_results_cover_every_shape():
+    """results/ncu_fast_{forward,grad}.json profile torch's kernel and ours on the ten benchmark
+    shapes; the l2 pass profiles a copy, torch's dX and ours on four."""
+    from reimpl.docsite import ladder_tables as L
+    for what, kernels, n in (("forward", {"torch", "reimpl.fast"}, 10), ("grad", {"torch", "reimpl.fast"}, 10),
+                             ("l2", {"copy", "torch", "reimpl.fast"}, 4)):
+        d = L._load(L.NCU[what])
+        assert d["command"] == f"PASS={what} OUT=dir bash scripts/gpu/ncu_fast.sh"
+        shapes = {(c["dtype"], c["M"], c["N"]) for c in d["cases"]}
+        assert len(shapes) == n and len(d["cases"]) == n * len(kernels), what
+        assert {c["kernel"] for c in d["cases"]} == kernels
+        assert "| reimpl.fast |" in L.ncu(what)

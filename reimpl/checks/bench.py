@@ -15,13 +15,18 @@ SHAPES = ((4096, 1024), (16384, 4096), (32768, 8192), (65536, 768))
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
-def _gpu_ms(fn, reps: int, spin_cycles: int = 20_000_000) -> list[float]:
+def _gpu_ms(fn, reps: int, spin_cycles: int = 20_000_000, scrub: torch.Tensor | None = None) -> list[float]:
     """Per-call GPU time. A spin kernel queued first holds the GPU while the host enqueues all
-    `reps` calls with their event pairs, so host launch latency never shows up as GPU time."""
+    `reps` calls with their event pairs, so host launch latency never shows up as GPU time. With
+    `scrub` (a buffer larger than the L2), each call is preceded, outside its events, by a kernel that
+    reads the whole buffer: the call then finds none of its data in the L2, and no dirty lines
+    either, whose write-back it would pay for (a flush that writes, such as zero_(), leaves them)."""
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     torch.cuda._sleep(spin_cycles)  # 2e7 cycles ~ 10 ms at H100 clocks: longer than enqueueing 50 forwards
     for s, e in zip(starts, ends):
+        if scrub is not None:
+            scrub.sum()
         s.record()
         fn()
         e.record()
@@ -29,8 +34,22 @@ def _gpu_ms(fn, reps: int, spin_cycles: int = 20_000_000) -> list[float]:
     return [s.elapsed_time(e) for s, e in zip(starts, ends)]
 
 
-def gpu_time(fns: dict, reps: int = 50, rounds: int = 5, spin_cycles: int = 20_000_000) -> dict[str, float]:
-    """Median milliseconds per call for each fn, interleaved in rounds."""
+SCRUB_BYTES = 256 << 20  # five times the H100's 50 MB L2
+# gpu_time's two ways of timing, as the result files name and describe them (flush_l2 = name == "flushed")
+METHODS = {
+    "pipelined": "median of CUDA-event times, launches pipelined behind a spin kernel, L2 not flushed: each call "
+                 "finds in the L2 what the one before left there",
+    "flushed": "median of CUDA-event times, launches pipelined behind a spin kernel, each call preceded (outside "
+               "its events) by a read of a 256 MB buffer: every call starts with a cold, clean L2",
+}
+
+
+def gpu_time(fns: dict, reps: int = 50, rounds: int = 5, spin_cycles: int = 20_000_000,
+             flush_l2: bool = False) -> dict[str, float]:
+    """Median milliseconds per call for each fn, interleaved in rounds. flush_l2: each call starts
+    with a cold L2 (see _gpu_ms); otherwise calls run back to back and find what the previous one
+    left in the L2."""
+    scrub = torch.ones(SCRUB_BYTES // 4, device="cuda") if flush_l2 else None
     for fn in fns.values():
         for _ in range(3):
             fn()
@@ -38,7 +57,7 @@ def gpu_time(fns: dict, reps: int = 50, rounds: int = 5, spin_cycles: int = 20_0
     samples = {k: [] for k in fns}
     for _ in range(rounds):
         for k, fn in fns.items():
-            samples[k] += _gpu_ms(fn, reps, spin_cycles)
+            samples[k] += _gpu_ms(fn, reps, spin_cycles, scrub)
     return {k: statistics.median(v) for k, v in samples.items()}
 
 

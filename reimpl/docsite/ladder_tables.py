@@ -6,13 +6,15 @@
     {% ladder_training DTYPE %}   forward+backward GB/s of the Triton rungs and torch
     {% ladder_chart DTYPE %}      the forward table as an inline SVG bar chart (no JavaScript, no CDN)
     {% ladder_stamp %}            device, versions, date and method of the runs
-    {% ladder_ncu %}              Nsight Compute's view of torch's vectorized forward and of reimpl.fast
-    {% fast_bandwidth DTYPE %}    reimpl.fast beside torch and a copy (results/fast_bench.json)
-    {% fast_chart DTYPE %}        the same as bars
+    {% ladder_ncu PASS %}         Nsight Compute on torch's kernel and reimpl.fast's (results/ncu_fast_PASS.json:
+                                  forward, grad, or l2: dX and a copy with the L2 left warm)
+    {% fast_bandwidth DTYPE [METHOD] %}  reimpl.fast beside torch and a copy (results/fast_bench.json);
+                                  METHOD pipelined (the default) or flushed, as reimpl.checks.bench.METHODS
+    {% fast_chart DTYPE [METHOD] %}  the same as bars
     {% fast_experiments %}        variants of the fast kernel that were tried and dropped (results/fast_experiments.json)
     {% fast_rows_sweep %}         two or four 1024-element rows a warp, over M (results/fast_rows_sweep.json)
-    {% fast_grad_bandwidth DTYPE %}  reimpl.fast's dX beside torch's and a copy (results/fast_grad_bench.json)
-    {% fast_grad_chart DTYPE %}   the same as bars
+    {% fast_grad_bandwidth DTYPE [METHOD] %}  reimpl.fast's dX beside torch's and a copy (results/fast_grad_bench.json)
+    {% fast_grad_chart DTYPE [METHOD] %}  the same as bars
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from ..ladder import accuracy
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 ERRORS = RESULTS / "ladder_errors.json"
 BENCH = RESULTS / "ladder_bench.json"
-NCU = RESULTS / "ncu_torch_forward.json"
+NCU = {p: RESULTS / f"ncu_fast_{p}.json" for p in ("forward", "grad", "l2")}
 FAST = RESULTS / "fast_bench.json"
 FAST_TRIED = RESULTS / "fast_experiments.json"
 FAST_ROWS = RESULTS / "fast_rows_sweep.json"
@@ -126,19 +128,30 @@ def chart(dtype: str) -> str:
     return "" if rows is None else _bars(rows, f"ladder-{dtype}", f"Forward GB/s per kernel and shape, {dtype}")
 
 
-def fast_chart(dtype: str, path: Path = FAST) -> str:
+def _method_rows(d: dict, arg: str) -> tuple[list, str]:
+    """The rows of one dtype and timing method ("fp32" or "fp32 flushed"), and the method's words."""
+    dtype, _, method = arg.partition(" ")
+    method = method or "pipelined"
+    if method not in d["methods"]:
+        raise ValueError(f"unknown timing method {method!r}: {sorted(d['methods'])}")
+    return [r for r in d["rows"] if r["dtype"] == dtype and r["method"] == method], d["methods"][method]
+
+
+def fast_chart(arg: str, path: Path = FAST) -> str:
     """reimpl.fast beside torch's kernel per shape (results/fast_bench.json, or the dX's
-    results/fast_grad_bench.json), as bars."""
+    results/fast_grad_bench.json), as bars. arg: "DTYPE [METHOD]"."""
     d = _load(path)
     if d is None:
         return ""
-    rows = [r for r in d["rows"] if r["dtype"] == dtype]
+    rows, _ = _method_rows(d, arg)
     name, what = ("fast-dx", "dX GB/s (x, dy, dx)") if path == FAST_GRAD else ("fast", "GB/s")
-    return _bars(rows, f"{name}-{dtype}", f"{what}, reimpl.fast and torch, {dtype}")
+    dtype, _, method = arg.partition(" ")
+    return _bars(rows, f"{name}-{dtype}" + (f"-{method}" if method else ""),
+                 f"{what}, reimpl.fast and torch, {dtype}" + (f", L2 {method}" if method else ""))
 
 
-def fast_grad_chart(dtype: str) -> str:
-    return fast_chart(dtype, FAST_GRAD)
+def fast_grad_chart(arg: str) -> str:
+    return fast_chart(arg, FAST_GRAD)
 
 
 def _bars(rows: list, name: str, what: str) -> str:
@@ -176,33 +189,38 @@ def _bars(rows: list, name: str, what: str) -> str:
             + "".join(body) + "</svg>")
 
 
-def ncu() -> str:
-    d = _load(NCU)
+def ncu(what: str) -> str:
+    """Nsight Compute's numbers for one pass (forward, grad or l2), from results/ncu_fast_PASS.json."""
+    path = NCU[what]
+    d = _load(path)
     if d is None:
-        return MISSING.format(cmd="OUT=dir bash scripts/gpu/ncu_torch_forward.sh", file=NCU.name)
-    lines = [f"*{d['device']}, torch {d['torch']}, {d['date']}; `{d['command']}`.*\n",
+        return MISSING.format(cmd=f"PASS={what} OUT=dir bash scripts/gpu/ncu_fast.sh", file=path.name)
+    lines = [f"*{d['device']}, torch {d['torch']}, {d['date']}; `{d['command']}`. {d['what']}.*\n",
              "| kernel | dtype | M x N | kernel time | thread instructions per element | issue slots busy "
-             "| DRAM throughput (% of peak) | registers | achieved occupancy |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+             "| DRAM throughput (% of peak) | DRAM read / written (MB) | L2 hit rate | registers "
+             "| achieved occupancy |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for c in d["cases"]:
         lines.append(f"| {c['kernel']} | {c['dtype']} | {c['M']} x {c['N']} | {c['kernel_us']:.1f} µs "
                      f"| {c['thread_instructions_per_element']:.1f} | {c['issue_active_pct']:.1f}% "
-                     f"| {c['dram_throughput_pct_of_peak']:.1f}% | {c['registers']} "
-                     f"| {c['achieved_occupancy_pct']:.0f}% |")
+                     f"| {c['dram_throughput_pct_of_peak']:.1f}% "
+                     f"| {c['dram_read_bytes'] / 1e6:.1f} / {c['dram_write_bytes'] / 1e6:.1f} "
+                     f"| {c['l2_hit_rate_pct']:.0f}% | {c['registers']} | {c['achieved_occupancy_pct']:.0f}% |")
     return "\n".join(lines) + "\n"
 
 
-def fast_bandwidth(dtype: str, path: Path = FAST) -> str:
-    """reimpl.fast's table per shape from results/fast_bench.json (or the dX's fast_grad_bench.json)."""
+def fast_bandwidth(arg: str, path: Path = FAST) -> str:
+    """reimpl.fast's table per shape from results/fast_bench.json (or the dX's fast_grad_bench.json).
+    arg: "DTYPE [METHOD]"."""
     d = _load(path)
     if d is None:
         return MISSING.format(cmd=f"python scripts/gpu/{path.stem}.py results/{path.name}", file=path.name)
-    rows = [r for r in d["rows"] if r["dtype"] == dtype]
-    return (f"*{d['device']}, torch {d['torch']}, {d['date']}; {d['method']}.*\n\n" + _table(rows, pct=True))
+    rows, method = _method_rows(d, arg)
+    return f"*{d['device']}, torch {d['torch']}, {d['date']}; {method}; {d['bytes']}.*\n\n" + _table(rows, pct=True)
 
 
-def fast_grad_bandwidth(dtype: str) -> str:
-    return fast_bandwidth(dtype, FAST_GRAD)
+def fast_grad_bandwidth(arg: str) -> str:
+    return fast_bandwidth(arg, FAST_GRAD)
 
 
 def fast_experiments() -> str:

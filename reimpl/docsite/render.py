@@ -198,8 +198,8 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return ladder_tables.fast_bandwidth(arg)
         if kind == "fast_chart" and arg:
             return ladder_tables.fast_chart(arg)
-        if kind == "ladder_ncu" and not arg:
-            return ladder_tables.ncu()
+        if kind == "ladder_ncu" and arg in ladder_tables.NCU:
+            return ladder_tables.ncu(arg)
         if kind == "fast_experiments" and not arg:
             return ladder_tables.fast_experiments()
         if kind == "fast_rows_sweep" and not arg:
