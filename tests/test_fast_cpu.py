@@ -145,11 +145,14 @@ def test_rows_sweep_matches_the_rule():
 def test_speed_tables_hold_both_timing_methods():
     """The forward's and dX's committed benchmarks hold every shape, kernel and dtype under both
     timing methods, and the page's directives pick them by name (an unknown method is an error)."""
-    from reimpl.checks.bench import METHODS
+    from reimpl.checks.bench import FAST_SHAPES, METHODS, cells
     from reimpl.docsite import ladder_tables as L
     for path in (L.FAST, L.FAST_GRAD):
         d = L._load(path)
         assert set(d["methods"]) == set(METHODS)
+        # the copy's rows in the order the scripts time them: the grid the scripts run is the one recorded
+        assert [(r["method"], r["dtype"], r["M"], r["N"]) for r in d["rows"] if r["kernel"] == "copy"] == \
+            [(m, dn, M, N) for m, dn, _, M, N in cells(FAST_SHAPES)]
         for method in METHODS:
             for dtype in ("fp32", "bf16"):
                 rows, words = L._method_rows(d, f"{dtype} {method}")

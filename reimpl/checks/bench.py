@@ -44,6 +44,18 @@ METHODS = {
 }
 
 
+FAST_SHAPES = ((4096, 1024), (65536, 768), (16384, 4096), (32768, 8192), (8192, 16384))  # issue 12's
+
+
+def cells(shapes):
+    """(method, dtype name, dtype, M, N) for every timing method, dtype and shape, in the order the
+    fast benchmarks run and record them."""
+    for method in METHODS:
+        for dname, dtype in DTYPES.items():
+            for M, N in shapes:
+                yield method, dname, dtype, M, N
+
+
 def gpu_time(fns: dict, reps: int = 50, rounds: int = 5, spin_cycles: int = 20_000_000,
              flush_l2: bool = False) -> dict[str, float]:
     """Median milliseconds per call for each fn, interleaved in rounds. flush_l2: each call starts

@@ -12,32 +12,28 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from reimpl import fast  # noqa: E402
-from reimpl.checks.bench import METHODS, gpu_time  # noqa: E402
+from reimpl.checks.bench import FAST_SHAPES, METHODS, cells, gpu_time  # noqa: E402
 from reimpl.checks.record import stamp  # noqa: E402
-
-SHAPES = ((4096, 1024), (65536, 768), (16384, 4096), (32768, 8192), (8192, 16384))
 
 
 def main(out: str) -> None:
     rows = []
-    for method in METHODS:
-        for dname, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
-            for M, N in SHAPES:
-                x = torch.randn(M, N, device="cuda", dtype=dtype)
-                w, b = torch.randn(N, device="cuda", dtype=dtype), torch.randn(N, device="cuda", dtype=dtype)
-                with torch.no_grad():
-                    ms = gpu_time({"copy": lambda: x.clone(),
-                                   "torch_layer_norm": lambda: F.layer_norm(x, (N,), w, b),
-                                   "fast_layer_norm": lambda: fast.layer_norm(x, (N,), w, b),
-                                   "torch_rms_norm": lambda: F.rms_norm(x, (N,), w),
-                                   "fast_rms_norm": lambda: fast.rms_norm(x, (N,), w)}, reps=30, rounds=3,
-                                  flush_l2=method == "flushed")
-                nbytes = 2 * M * N * x.element_size()
-                for k, t in ms.items():
-                    rows.append({"method": method, "dtype": dname, "M": M, "N": N, "kernel": k, "ms": t,
-                                 "gbps": nbytes / t / 1e6, "pct_copy": 100 * ms["copy"] / t})
-                print(method, dname, M, N,
-                      {k: f"{nbytes / v / 1e6:.0f} ({100 * ms['copy'] / v:.0f}%)" for k, v in ms.items()}, flush=True)
+    for method, dname, dtype, M, N in cells(FAST_SHAPES):
+        x = torch.randn(M, N, device="cuda", dtype=dtype)
+        w, b = torch.randn(N, device="cuda", dtype=dtype), torch.randn(N, device="cuda", dtype=dtype)
+        with torch.no_grad():
+            ms = gpu_time({"copy": lambda: x.clone(),
+                           "torch_layer_norm": lambda: F.layer_norm(x, (N,), w, b),
+                           "fast_layer_norm": lambda: fast.layer_norm(x, (N,), w, b),
+                           "torch_rms_norm": lambda: F.rms_norm(x, (N,), w),
+                           "fast_rms_norm": lambda: fast.rms_norm(x, (N,), w)}, reps=30, rounds=3,
+                          flush_l2=method == "flushed")
+        nbytes = 2 * M * N * x.element_size()
+        for k, t in ms.items():
+            rows.append({"method": method, "dtype": dname, "M": M, "N": N, "kernel": k, "ms": t,
+                         "gbps": nbytes / t / 1e6, "pct_copy": 100 * ms["copy"] / t})
+        print(method, dname, M, N,
+              {k: f"{nbytes / v / 1e6:.0f} ({100 * ms['copy'] / v:.0f}%)" for k, v in ms.items()}, flush=True)
     Path(out).write_text(json.dumps({**stamp(), "methods": METHODS, "bytes": "GB/s counts one read of x and one "
                                      "write of y", "rows": rows}, indent=0) + "\n")
 

@@ -13,10 +13,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch  # noqa: E402
 
 from reimpl import fast  # noqa: E402
-from reimpl.checks.bench import METHODS, gpu_time  # noqa: E402
+from reimpl.checks.bench import FAST_SHAPES, METHODS, cells, gpu_time  # noqa: E402
 from reimpl.checks.record import stamp  # noqa: E402
 
-SHAPES = ((4096, 1024), (65536, 768), (16384, 4096), (32768, 8192), (8192, 16384))
 aten = torch.ops.aten
 
 
@@ -37,21 +36,19 @@ def timings(x, dy, w, reps: int = 30, rounds: int = 3, flush_l2: bool = False) -
 
 def main(out: str) -> None:
     rows = []
-    for method in METHODS:
-        for dname, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
-            for M, N in SHAPES:
-                x = torch.randn(M, N, device="cuda", dtype=dtype)
-                dy = torch.randn(M, N, device="cuda", dtype=dtype)
-                w = torch.randn(N, device="cuda", dtype=dtype)
-                with torch.no_grad():
-                    ms = timings(x, dy, w, flush_l2=method == "flushed")
-                for k, t in ms.items():
-                    nbytes = (2 if k == "copy" else 3) * M * N * x.element_size()
-                    rows.append({"method": method, "dtype": dname, "M": M, "N": N, "kernel": k, "ms": t,
-                                 "gbps": nbytes / t / 1e6,
-                                 "pct_copy": 100 * (nbytes / t) / (2 * M * N * x.element_size() / ms["copy"])})
-                print(method, dname, M, N,
-                      {r["kernel"]: f"{r['gbps']:.0f} ({r['pct_copy']:.0f}%)" for r in rows[-len(ms):]}, flush=True)
+    for method, dname, dtype, M, N in cells(FAST_SHAPES):
+        x = torch.randn(M, N, device="cuda", dtype=dtype)
+        dy = torch.randn(M, N, device="cuda", dtype=dtype)
+        w = torch.randn(N, device="cuda", dtype=dtype)
+        with torch.no_grad():
+            ms = timings(x, dy, w, flush_l2=method == "flushed")
+        for k, t in ms.items():
+            nbytes = (2 if k == "copy" else 3) * M * N * x.element_size()
+            rows.append({"method": method, "dtype": dname, "M": M, "N": N, "kernel": k, "ms": t,
+                         "gbps": nbytes / t / 1e6,
+                         "pct_copy": 100 * (nbytes / t) / (2 * M * N * x.element_size() / ms["copy"])})
+        print(method, dname, M, N,
+              {r["kernel"]: f"{r['gbps']:.0f} ({r['pct_copy']:.0f}%)" for r in rows[-len(ms):]}, flush=True)
     Path(out).write_text(json.dumps({**stamp(), "methods": METHODS, "bytes": "GB/s counts x, dy and dx (copy: x "
                                      "and its clone)", "rows": rows}, indent=0) + "\n")
 
