@@ -26,8 +26,8 @@ import math
 import torch
 
 from .device import replay, runtime
-from .layer_norm_checks import TorchCheckError
-from .layer_norm_kernel import (_fused_rms_norm_backward_cuda, _fused_rms_norm_cuda, layer_norm_backward_cuda,
+from .mirror.input_checks import TorchCheckError
+from .mirror.layer_norm_kernel import (_fused_rms_norm_backward_cuda, _fused_rms_norm_cuda, layer_norm_backward_cuda,
                                 layer_norm_cuda)
 
 _get_device = getattr(torch._C, "_cuda_getDevice", None)  # absent from CPU-only builds

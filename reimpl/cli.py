@@ -12,7 +12,7 @@ import sys
 
 def _cmd_compile(args) -> int:
     from .device import compile as compile_mod, cubin
-    from .kernels import SOURCE
+    from .mirror.kernel_table import SOURCE
     prog = compile_mod.build(SOURCE, args.arch, use_cache=not args.no_cache)
     smem = cubin.static_shared_bytes(prog.cubin)
     names = cubin.demangle(list(prog.lowered.values()))

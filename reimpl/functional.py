@@ -17,7 +17,7 @@ import torch
 from . import autograd as _autograd
 from . import ops
 from .api import _as_shape, _check_devices, _native_layer_norm, autocast_fp32, fused_rms_norm
-from .layer_norm_checks import _check_rms_norm_inputs_symint
+from .mirror.input_checks import _check_rms_norm_inputs_symint
 
 _is_compiling = torch.compiler.is_compiling
 _is_autocast_enabled = torch.is_autocast_enabled

@@ -21,9 +21,9 @@ from __future__ import annotations
 import torch
 
 from . import api
-from .aten_shim import toAccumulateType
-from .layer_norm_checks import _check_layer_norm_inputs
-from .layer_norm_kernel import _stat_shape
+from .mirror.aten_shim import toAccumulateType
+from .mirror.input_checks import _check_layer_norm_inputs
+from .mirror.layer_norm_kernel import _stat_shape
 
 _SCHEMAS = {
     "native_layer_norm": "(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps)"

@@ -3,8 +3,8 @@ torch's CPU kernels run the same shared checks, so torch on this machine is the 
 import pytest
 import torch
 
-from reimpl.layer_norm_checks import _check_rms_norm_inputs_symint
-from reimpl.layer_norm_checks import _check_layer_norm_inputs
+from reimpl.mirror.input_checks import _check_rms_norm_inputs_symint
+from reimpl.mirror.input_checks import _check_layer_norm_inputs
 
 CASES = {
     "shape_mismatch": (torch.zeros(8, 512), [1024], None, None),

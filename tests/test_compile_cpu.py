@@ -6,7 +6,7 @@ import pytest
 
 from reimpl.device import compile as compile_mod
 from reimpl.device import cubin
-from reimpl.kernels import SOURCE, all_instantiations
+from reimpl.mirror.kernel_table import SOURCE, all_instantiations
 
 REFERENCE = Path(__file__).resolve().parents[1] / "reference"
 

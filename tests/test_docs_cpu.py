@@ -97,13 +97,13 @@ def test_symbol_not_yet_in_manifest_renders_a_note_and_no_include():
 
 def test_snippet_reference_for_names_snippets_cannot_parse():
     """pymdownx.snippets' section names start with a letter; `_name` sections are included by line range."""
-    ref = docs_render.snippet_ref("reimpl/layer_norm_kernel.py", "_fused_rms_norm_cuda")
+    ref = docs_render.snippet_ref("reimpl/mirror/layer_norm_kernel.py", "_fused_rms_norm_cuda")
     file, a, b = ref.split(":")
     lines = (ROOT / file).read_text().splitlines()
     assert "[start:_fused_rms_norm_cuda]" in lines[int(a) - 2] and "[end:_fused_rms_norm_cuda]" in lines[int(b)]
-    assert docs_render.snippet_ref("reimpl/cuda/layer_norm_kernel.cu", "compute_stats").endswith(":compute_stats")
+    assert docs_render.snippet_ref("reimpl/mirror/cuda/layer_norm_kernel.cu", "compute_stats").endswith(":compute_stats")
     with pytest.raises(ValueError):
-        docs_render.snippet_ref("reimpl/layer_norm_kernel.py", "_no_such_section")
+        docs_render.snippet_ref("reimpl/mirror/layer_norm_kernel.py", "_no_such_section")
 
 
 def test_parity_page_renders_committed_numbers(monkeypatch, tmp_path):

@@ -225,9 +225,9 @@ def test_code_directive_includes_our_lines_by_range():
     lines = (ROOT / "reimpl/emulator/welford.py").read_text().splitlines()
     assert lines[a - 1].startswith("def WarpReduce(") and lines[b - 1].strip() == "return val"
     assert "../source/reimpl/emulator/welford.py.md#WarpReduce" in out
-    out = docs_traces.expand('<!-- code: reimpl/cuda/trace.cuh "#define REIMPL_TRACE(kind" "#endif" -->\n', "g.md")
-    a, b = map(int, re.search(r'--8<-- "reimpl/cuda/trace.cuh:(\d+):(\d+)"', out).groups())
-    lines = (ROOT / "reimpl/cuda/trace.cuh").read_text().splitlines()
+    out = docs_traces.expand('<!-- code: reimpl/mirror/cuda/trace.cuh "#define REIMPL_TRACE(kind" "#endif" -->\n', "g.md")
+    a, b = map(int, re.search(r'--8<-- "reimpl/mirror/cuda/trace.cuh:(\d+):(\d+)"', out).groups())
+    lines = (ROOT / "reimpl/mirror/cuda/trace.cuh").read_text().splitlines()
     assert lines[a - 1].startswith("#define REIMPL_TRACE(kind") and lines[b - 1].startswith("#endif")
     guide = (ROOT / "docs/guide/stepping.md").read_text()
     assert "def WarpReduce" not in guide and "--8<--" in guide   # included, not pasted
@@ -239,7 +239,7 @@ def test_guide_and_emulator_source_pages_are_built():
     assert "WARP_SHFL_DOWN" in guide and "REIMPL_TRACE" in guide and "KINDS" in guide
     page = (site / "source/reimpl/emulator/welford.py/index.html").read_text()
     assert 'id="WarpReduce"' in page and 'id="BlockReduce"' in page
-    assert (site / "source/reimpl/cuda/trace.cuh/index.html").exists()
+    assert (site / "source/reimpl/mirror/cuda/trace.cuh/index.html").exists()
 
 
 # ---- backward ----------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from reimpl.emulator import api, trace
 from reimpl.emulator import layer_norm_backward as B
 from reimpl.emulator.block_reduce import BlockReduceSum, WarpReduceSum
 from reimpl.emulator.fp import BY_NAME, float_to_bf16_bits
-from reimpl.layer_norm_checks import TorchCheckError
+from reimpl.mirror.input_checks import TorchCheckError
 
 ROOT = Path(__file__).resolve().parents[1]
 RNG = np.random.default_rng(11)

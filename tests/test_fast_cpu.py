@@ -8,9 +8,9 @@ import subprocess
 
 import pytest
 
-from reimpl import kernels as K
+from reimpl.mirror import kernel_table as K
 from reimpl.device import compile as compile_mod
-from reimpl.fast import kernel as F
+from reimpl.fast import forward as F
 
 
 def test_fast_kernel_compiles_for_sm90_without_warnings():

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from reimpl import kernels as K
+from reimpl.mirror import kernel_table as K
 from reimpl.device import compile as compile_mod
 from reimpl.fast import grad_input as G
 

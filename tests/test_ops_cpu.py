@@ -12,7 +12,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import reimpl  # noqa: F401  (registers torch.ops.reimpl.*)
 from reimpl import functional
-from reimpl.layer_norm_checks import TorchCheckError
+from reimpl.mirror.input_checks import TorchCheckError
 
 
 def _schema_args(op):
@@ -65,7 +65,7 @@ def test_fake_outputs_are_atens(shape, ns, dtype):
 def test_fake_implementations_raise_the_real_paths_errors():
     """At trace time the same check, type and text as the real call (whose text is torch's CUDA
     kernel's, tests/gpu/test_bad_input_gpu.py; aten's own fake says it differently)."""
-    from reimpl.layer_norm_checks import _check_layer_norm_inputs
+    from reimpl.mirror.input_checks import _check_layer_norm_inputs
     with pytest.raises(TorchCheckError) as real:
         _check_layer_norm_inputs(torch.empty(3, 8), (7,), None, None)
     with FakeTensorMode():

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from reimpl.checks import doctor
-from reimpl.kernels import all_instantiations
+from reimpl.mirror.kernel_table import all_instantiations
 from reimpl.upstream import releases
 
 ROOT = Path(__file__).resolve().parents[1]

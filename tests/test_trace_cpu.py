@@ -14,7 +14,7 @@ from reimpl import emulator
 from reimpl.checks.cases import Case
 from reimpl.device import compile as compile_mod
 from reimpl.emulator import trace
-from reimpl.kernels import SOURCE, all_instantiations, backward_instantiations
+from reimpl.mirror.kernel_table import SOURCE, all_instantiations, backward_instantiations
 
 ROOT = Path(__file__).resolve().parents[1]
 CUDA = ROOT / "reimpl" / "cuda"

@@ -8,6 +8,6 @@ launch plans and the benchmarks, and the GPU's own step trace.
     bench.py                      ours against torch, CUDA-event medians
     gpu_trace.py                  the traced build's records, compared with the emulator's
 
-Imports: the public face and the mirror (reimpl.api, reimpl.layer_norm_kernel, reimpl.kernels, ...),
+Imports: the public face and the mirror (reimpl.api, reimpl.mirror.layer_norm_kernel, reimpl.mirror.kernel_table, ...),
 reimpl.emulator (trace records), reimpl.device. Nothing below imports this package; the site does.
 """

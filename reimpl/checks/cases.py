@@ -141,7 +141,7 @@ class Case:
 
     def run_host(self, x, w, b):
         """The host mirror itself, with no device checks: how launch plans are made on a CPU."""
-        from ..layer_norm_kernel import _fused_rms_norm_cuda, layer_norm_cuda
+        from ..mirror.layer_norm_kernel import _fused_rms_norm_cuda, layer_norm_cuda
         if self.op == "layer_norm":
             return layer_norm_cuda(x, self.normalized_shape, w, b, self.eps)
         return _fused_rms_norm_cuda(x, self.normalized_shape, w, self.eps)

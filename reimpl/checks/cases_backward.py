@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..aten_shim import toAccumulateType
+from ..mirror.aten_shim import toAccumulateType
 from .cases import DTYPES, VALUE_KINDS, Case
-from ..layer_norm_kernel import _stat_shape
+from ..mirror.layer_norm_kernel import _stat_shape
 
 DY_SEED_SALT = 1_000_003  # grad_out gets its own generator stream, so x keeps the forward's values
 
@@ -87,7 +87,7 @@ class BackwardCase(Case):
         return reimpl.fused_rms_norm_backward(dy, x, self.normalized_shape, rstd, w, self.output_mask)
 
     def run_host(self, dy, x, mean, rstd, w, b):
-        from ..layer_norm_kernel import _fused_rms_norm_backward_cuda, layer_norm_backward_cuda
+        from ..mirror.layer_norm_kernel import _fused_rms_norm_backward_cuda, layer_norm_backward_cuda
         if self.op == "layer_norm":
             return layer_norm_backward_cuda(dy, x, self.normalized_shape, mean, rstd, w, b, self.output_mask)
         return _fused_rms_norm_backward_cuda(dy, x, self.normalized_shape, rstd, w, self.output_mask)

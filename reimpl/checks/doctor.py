@@ -82,7 +82,7 @@ def environment() -> dict:
         env.setdefault("cupy", None)
     try:
         from ..device import compile as compile_mod, nvrtc
-        from ..kernels import SOURCE
+        from ..mirror.kernel_table import SOURCE
         env["nvrtc"] = ".".join(map(str, nvrtc.version()))
         arch = "sm_" + env["capability"].replace(".", "") if env.get("capability") else "sm_90"
         env["cubin_cache"] = {"arch": arch,

@@ -1,4 +1,4 @@
-"""Step traces from the GPU: the CUDA mirror built with -DREIMPL_TRACING (reimpl/cuda/trace.cuh).
+"""Step traces from the GPU: the CUDA mirror built with -DREIMPL_TRACING (reimpl/mirror/cuda/trace.cuh).
 
 `trace_gpu(case)` runs one op of the host mirror on CUDA tensors through a runtime whose cubin has
 the switch on; each kernel thread appends its steps to a device buffer, which comes back as the
@@ -13,7 +13,7 @@ import numpy as np
 
 from ..device.runtime import TorchCupyRuntime
 from ..emulator import trace as T
-from ..kernels import SOURCE
+from ..mirror.kernel_table import SOURCE
 
 TRACE_SWITCH = "-DREIMPL_TRACING"
 

@@ -17,7 +17,7 @@ def host_launches(case) -> list[runtime.Launch]:
 def kernel_facts(arch: str = "sm_90") -> dict[str, tuple[str, int]]:
     """Kernel.expr -> (demangled signature, static shared bytes), from our cubin."""
     from ..device import compile as compile_mod, cubin
-    from ..kernels import SOURCE
+    from ..mirror.kernel_table import SOURCE
     prog = compile_mod.build(SOURCE, arch)
     static = cubin.static_shared_bytes(prog.cubin)
     names = cubin.demangle(list(prog.lowered.values()))

@@ -14,7 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from ..device import cubin as cubin_mod, runtime
-from ..kernels import all_instantiations
+from ..mirror.kernel_table import all_instantiations
 from ..upstream import releases
 from .parity import bit_mismatches
 

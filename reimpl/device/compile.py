@@ -1,7 +1,7 @@
 """Compile a CUDA source tree with NVRTC, with torch's numerics, and cache the cubin.
 
 A `CudaSource` names the tree (a directory, its main file and the kernels it instantiates by
-default); the mirror's is `reimpl.kernels.SOURCE` (reimpl/cuda/). Nothing here knows which kernels
+default); the mirror's is `reimpl.mirror.kernel_table.SOURCE` (reimpl/mirror/cuda/). Nothing here knows which kernels
 a tree holds, so other trees (study kernels, the fast path) compile through the same path.
 
 Numerics options, stated explicitly even where they are NVRTC's defaults, because they decide bits:

@@ -6,8 +6,8 @@ getCurrentDeviceProperties(), the <<<...>>> launch). Our host mirror reaches the
 stream, kernels loaded into CuPy from our NVRTC cubin) or a `RecordingRuntime` (records each launch;
 runs on a CPU-only machine, which is how launch plans are tested without a GPU).
 
-A kernel here is a `reimpl.device.kernel.Kernel` (or anything with its `.name`, `.expr`, `.source`,
-`.template.params` and `.T_ACC`); the mirror's are declared in reimpl/kernels.py.
+A kernel here is a `reimpl.device.kernel_types.Kernel` (or anything with its `.name`, `.expr`, `.source`,
+`.template.params` and `.T_ACC`); the mirror's are declared in reimpl/mirror/kernel_table.py.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 - on_files: one page per source file of ours that mirrors upstream (`source/<file>.md`), showing the
   whole file in order, each snippet section under a heading whose id is the section name, so that
-  `source/reimpl/cuda/layer_norm_kernel.cu/#cuWelfordCombine` is a stable link to our code.
+  `source/reimpl/mirror/cuda/layer_norm_kernel.cu/#cuWelfordCombine` is a stable link to our code.
   on_config lists those pages in the nav.
 - on_page_markdown: expand the `{% ... %}` directives (reimpl.docsite.render), after the trace and
   code directives (reimpl.docsite.traces: tiny examples emulated at build time).

@@ -34,7 +34,7 @@ Directives, each alone on its line (expanded by on_page_markdown before reimpl.d
         out of the search index (data-search-exclude). A directive line is expanded wherever it
         stands, inside a fenced code block too: show the syntax indented, as here.
     <!-- code: reimpl/emulator/welford.py WarpReduce -->
-    <!-- code: reimpl/cuda/trace.cuh "#define REIMPL_TRACE(kind" "#endif" -->
+    <!-- code: reimpl/mirror/cuda/trace.cuh "#define REIMPL_TRACE(kind" "#endif" -->
         Our code, included by pymdownx.snippets by line range. The range is found now, when the site
         is built (a Python def or class by its dotted name, or from the first line containing the first
         text through the next line that starts with the second), so it cannot drift. A link to the file's
@@ -82,7 +82,7 @@ def extra_source_files() -> list[str]:
     trace header and the GPU trace reader (found now, so a new emulator module gets a page too)."""
     files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "reimpl" / "emulator").glob("*.py")
                    if p.name != "__init__.py")
-    tracers = ("reimpl/cuda/trace.cuh", "reimpl/checks/gpu_trace.py")
+    tracers = ("reimpl/mirror/cuda/trace.cuh", "reimpl/checks/gpu_trace.py")
     return ["reimpl/emulator/__init__.py"] + files + [f for f in tracers if (ROOT / f).exists()]
 
 

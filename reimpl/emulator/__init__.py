@@ -1,6 +1,6 @@
 """A bit-exact CPU emulator of the LayerNorm/RMSNorm kernels, forward and backward.
 
-Each device function of reimpl/cuda/ has a NumPy twin of the same name, with the same statements in
+Each device function of reimpl/mirror/cuda/ has a NumPy twin of the same name, with the same statements in
 the same order. A thread block runs as NumPy arrays with one entry per thread (the backward runs
 many blocks side by side the same way); `__syncthreads` falls between phases; warp shuffles follow
 PTX's shfl semantics. Float arithmetic is IEEE (NumPy keeps subnormals); where our compiled SASS

@@ -1,6 +1,6 @@
 """native_layer_norm / fused_rms_norm on NumPy arrays, through the emulator.
 
-The path is not chosen here: the host mirror (reimpl/layer_norm_kernel.py) runs on CPU torch
+The path is not chosen here: the host mirror (reimpl/mirror/layer_norm_kernel.py) runs on CPU torch
 tensors of the same shapes, dtypes and storage offsets under a recording runtime, and each launch
 it makes (kernel, grid, block, shared memory, arguments) is replayed on the emulator, pointers
 mapped back to the NumPy arrays. Arrays count as 16-byte aligned (as a fresh CUDA allocation is);
@@ -38,7 +38,7 @@ def _torch_twin(a: np.ndarray | None, offset: int):
 
 def _plan(op: str, x, normalized_shape, weight, bias, eps, offsets):
     from ..device import runtime
-    from ..layer_norm_kernel import _fused_rms_norm_cuda, layer_norm_cuda
+    from ..mirror.layer_norm_kernel import _fused_rms_norm_cuda, layer_norm_cuda
     ox, ow, ob = offsets
     tx, tw, tb = _torch_twin(x, ox), _torch_twin(weight, ow), _torch_twin(bias, ob)
     with runtime.use(runtime.RecordingRuntime()) as rt:
@@ -173,7 +173,7 @@ def _torch_op_log():
 def _run_backward(op, dy, x, normalized_shape, mean, rstd, weight, bias, output_mask, offsets, bf16):
     import torch
     from ..device import runtime
-    from ..layer_norm_kernel import _fused_rms_norm_backward_cuda, layer_norm_backward_cuda
+    from ..mirror.layer_norm_kernel import _fused_rms_norm_backward_cuda, layer_norm_backward_cuda
     dy, x = np.ascontiguousarray(dy), np.ascontiguousarray(x)
     if bf16 and x.dtype != np.uint16:
         raise TypeError("bf16=True expects np.uint16 bit patterns")

@@ -1,4 +1,4 @@
-"""WarpReduceSum and BlockReduceSum (reimpl/cuda/block_reduce.cuh) on per-thread arrays, as the
+"""WarpReduceSum and BlockReduceSum (reimpl/mirror/cuda/block_reduce.cuh) on per-thread arrays, as the
 backward grad-input kernels call them (B = Block1D, T = T_ACC).
 
 Values hold one entry per thread of one or more whole blocks, block-major, threads in linear order
@@ -16,7 +16,7 @@ from .warp import C10_WARP_SIZE, WARP_SHFL_DOWN
 
 
 # upstream: aten/src/ATen/native/cuda/block_reduce.cuh#L29-L36
-# ours: reimpl/cuda/block_reduce.cuh [WarpReduceSum]
+# ours: reimpl/mirror/cuda/block_reduce.cuh [WarpReduceSum]
 def WarpReduceSum(val: np.ndarray, *, _emit=None, _active=True, _phase: str = "") -> np.ndarray:
     """`_emit(kind, index, detail, active, aux, **values)`, `_active`, `_phase`: for the trace only."""
     offset = C10_WARP_SIZE >> 1
@@ -31,7 +31,7 @@ def WarpReduceSum(val: np.ndarray, *, _emit=None, _active=True, _phase: str = ""
 
 
 # upstream: aten/src/ATen/native/cuda/block_reduce.cuh#L76-L92
-# ours: reimpl/cuda/block_reduce.cuh [BlockReduceSum] (B = Block1D)
+# ours: reimpl/mirror/cuda/block_reduce.cuh [BlockReduceSum] (B = Block1D)
 def BlockReduceSum(val: np.ndarray, shared: np.ndarray, tid: np.ndarray, blockDim_x: int, *,
                    _emit=None, _phase: str = "") -> np.ndarray:
     """Only thread 0 of each block holds its block's sum afterwards, as on the GPU."""

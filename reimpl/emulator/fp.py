@@ -88,7 +88,7 @@ def bf16_bits_to_float(bits) -> np.ndarray:
 @dataclass(frozen=True)
 class ElementType:
     """A kernel's T: how it is stored in a NumPy array, read into T_ACC and written back."""
-    name: str            # as reimpl.kernels spells it
+    name: str            # as reimpl.mirror.kernel_table spells it
     storage: type        # NumPy dtype of the array holding it
     acc: type            # T_ACC: float32, or float64 for double
 

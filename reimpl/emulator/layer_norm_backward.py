@@ -1,4 +1,4 @@
-"""The backward kernels of reimpl/cuda/layer_norm_kernel.cu, one NumPy function per device function,
+"""The backward kernels of reimpl/mirror/cuda/layer_norm_kernel.cu, one NumPy function per device function,
 same names and statement order, plus the one torch kernel whose order matters: the `.sum(0)` that
 finishes the partial GammaBeta path.
 
@@ -130,7 +130,7 @@ def _load(T: ElementType, a, index, active):
 
 # ==== grad input ==================================================================================
 # upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L356-L439
-# ours: reimpl/cuda/layer_norm_kernel.cu [compute_gI]
+# ours: reimpl/mirror/cuda/layer_norm_kernel.cu [compute_gI]
 def compute_gI(blk: Blocks, T: ElementType, rms_norm: bool,
                dY, X, mean, rstd, gamma, dX, N: int, buf: np.ndarray) -> None:
     """buf: the blocks' shared memory as T_ACC, [blocks, 4]."""
@@ -234,7 +234,7 @@ def _read_stats(blk: Blocks, rms_norm, buf):
 
 
 # upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L442-L455
-# ours: reimpl/cuda/layer_norm_kernel.cu [layer_norm_grad_input_kernel]
+# ours: reimpl/mirror/cuda/layer_norm_kernel.cu [layer_norm_grad_input_kernel]
 def layer_norm_grad_input_kernel(blk: Blocks, T: ElementType, rms_norm: bool,
                                  dY, X, mean, rstd, gamma, dX, N: int) -> None:
     buf = blk.shared_as(T.acc)
@@ -242,7 +242,7 @@ def layer_norm_grad_input_kernel(blk: Blocks, T: ElementType, rms_norm: bool,
 
 
 # upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L463-L598
-# ours: reimpl/cuda/layer_norm_kernel.cu [layer_norm_grad_input_kernel_vectorized]
+# ours: reimpl/mirror/cuda/layer_norm_kernel.cu [layer_norm_grad_input_kernel_vectorized]
 def layer_norm_grad_input_kernel_vectorized(blk: Blocks, T: ElementType, rms_norm: bool,
                                             dY, X, mean, rstd, gamma, dX, N: int) -> None:
     acc = T.acc
@@ -322,7 +322,7 @@ def layer_norm_grad_input_kernel_vectorized(blk: Blocks, T: ElementType, rms_nor
 
 # ==== gamma / beta ================================================================================
 # upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L640-L708
-# ours: reimpl/cuda/layer_norm_kernel.cu [blockReduceGammaBetaBackwardsHelper]
+# ours: reimpl/mirror/cuda/layer_norm_kernel.cu [blockReduceGammaBetaBackwardsHelper]
 def blockReduceGammaBetaBackwardsHelper(blk: Blocks, T: ElementType, block_dim_x: int, block_dim_y: int,
                                         rows_per_block_y: int, check_x, check_y, rms_norm: bool,
                                         M_start, M: int, N: int, dY, X, mean, rstd, dg, db,
@@ -368,7 +368,7 @@ def _load_acc(a, index, active, acc):
 
 
 # upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L710-L744
-# ours: reimpl/cuda/layer_norm_kernel.cu [blockReduceGammaBetaBackwardsWithChecks]
+# ours: reimpl/mirror/cuda/layer_norm_kernel.cu [blockReduceGammaBetaBackwardsWithChecks]
 def blockReduceGammaBetaBackwardsWithChecks(blk: Blocks, T: ElementType, block_dim_x: int, block_dim_y: int,
                                             rows_per_block_y: int, check_x, check_y: bool, rms_norm: bool,
                                             M: int, N: int, dY, X, mean, rstd, dg, db, dg_sum, db_sum):
@@ -392,7 +392,7 @@ def blockReduceGammaBetaBackwardsWithChecks(blk: Blocks, T: ElementType, block_d
 
 
 # upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L758-L867
-# ours: reimpl/cuda/layer_norm_kernel.cu [GammaBetaBackwardCUDAKernelTemplate]
+# ours: reimpl/mirror/cuda/layer_norm_kernel.cu [GammaBetaBackwardCUDAKernelTemplate]
 def GammaBetaBackwardCUDAKernelTemplate(blk: Blocks, T: ElementType, block_dim_x: int, block_dim_y: int,
                                         rows_per_block_y: int, partial_reduction: bool, aligned_grid: bool,
                                         rms_norm: bool, M: int, N: int, dY, X, mean, rstd, dg, db) -> None:

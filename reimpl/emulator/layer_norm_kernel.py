@@ -1,4 +1,4 @@
-"""The forward kernels of reimpl/cuda/layer_norm_kernel.cu, one NumPy function per device function,
+"""The forward kernels of reimpl/mirror/cuda/layer_norm_kernel.cu, one NumPy function per device function,
 same names and statement order. A kernel takes a `block.Block` then its C++ arguments; pointers
 are flat NumPy arrays (None for nullptr), T is an `fp.ElementType`, T_ACC is its `acc`.
 
@@ -29,7 +29,7 @@ def compat_rsqrt(x):
 
 
 # upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L58-L98
-# ours: reimpl/cuda/layer_norm_kernel.cu [RowwiseMomentsCUDAKernel]
+# ours: reimpl/mirror/cuda/layer_norm_kernel.cu [RowwiseMomentsCUDAKernel]
 def RowwiseMomentsCUDAKernel(blk: Block, T: ElementType, rms_norm: bool,
                              N: int, eps, X, mean, rstd) -> None:
     acc = T.acc
@@ -65,7 +65,7 @@ def RowwiseMomentsCUDAKernel(blk: Block, T: ElementType, rms_norm: bool,
 
 
 # upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L100-L124
-# ours: reimpl/cuda/layer_norm_kernel.cu [LayerNormForwardCUDAKernel]
+# ours: reimpl/mirror/cuda/layer_norm_kernel.cu [LayerNormForwardCUDAKernel]
 def LayerNormForwardCUDAKernel(blk: Block, T: ElementType, rms_norm: bool,
                                N: int, X, mean, rstd, gamma, beta, Y) -> None:
     acc = T.acc
@@ -99,7 +99,7 @@ def LayerNormForwardCUDAKernel(blk: Block, T: ElementType, rms_norm: bool,
 
 
 # upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L126-L132
-# ours: reimpl/cuda/layer_norm_kernel.cu [WelfordDataLN]  (three per-thread float32 arrays)
+# ours: reimpl/mirror/cuda/layer_norm_kernel.cu [WelfordDataLN]  (three per-thread float32 arrays)
 class WelfordDataLN:
     __slots__ = ("mean", "sigma2", "count")
 
@@ -112,7 +112,7 @@ class WelfordDataLN:
 
 
 # upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L134-L152
-# ours: reimpl/cuda/layer_norm_kernel.cu [cuWelfordOnlineSum]
+# ours: reimpl/mirror/cuda/layer_norm_kernel.cu [cuWelfordOnlineSum]
 def cuWelfordOnlineSum(rms_norm: bool, val, curr_sum: WelfordDataLN) -> WelfordDataLN:
     if not rms_norm:
         delta = val - curr_sum.mean                                      # FADD
@@ -125,7 +125,7 @@ def cuWelfordOnlineSum(rms_norm: bool, val, curr_sum: WelfordDataLN) -> WelfordD
 
 
 # upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L154-L183
-# ours: reimpl/cuda/layer_norm_kernel.cu [cuWelfordCombine]
+# ours: reimpl/mirror/cuda/layer_norm_kernel.cu [cuWelfordCombine]
 def cuWelfordCombine(rms_norm: bool, dataB: WelfordDataLN, dataA: WelfordDataLN) -> WelfordDataLN:
     if not rms_norm:
         delta = dataB.mean - dataA.mean                                  # FADD
@@ -145,7 +145,7 @@ def cuWelfordCombine(rms_norm: bool, dataB: WelfordDataLN, dataA: WelfordDataLN)
 
 
 # upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L185-L245
-# ours: reimpl/cuda/layer_norm_kernel.cu [compute_stats]
+# ours: reimpl/mirror/cuda/layer_norm_kernel.cu [compute_stats]
 def compute_stats(blk: Block, T: ElementType, rms_norm: bool, X, N: int, buf: np.ndarray) -> WelfordDataLN:
     """X is this block's row (a flat array of N elements); buf is the dynamic shared memory as float32."""
     bx, by, _ = blk.blockDim
@@ -205,7 +205,7 @@ def compute_stats(blk: Block, T: ElementType, rms_norm: bool, X, N: int, buf: np
 
 
 # upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L248-L325
-# ours: reimpl/cuda/layer_norm_kernel.cu [vectorized_layer_norm_kernel_impl]
+# ours: reimpl/mirror/cuda/layer_norm_kernel.cu [vectorized_layer_norm_kernel_impl]
 # (vectorized_layer_norm_kernel, L342-L353, is a thin wrapper: it is this function here)
 def vectorized_layer_norm_kernel_impl(blk: Block, T: ElementType, rms_norm: bool,
                                       N: int, eps, X, gamma, beta, mean, rstd, Y) -> None:

@@ -1,7 +1,7 @@
 """Step traces: what every thread of a block holds after each step of a kernel.
 
-The emulated device functions call `emit(...)` at the points where reimpl/cuda/ has a
-`REIMPL_TRACE(...)` (reimpl/cuda/trace.cuh). With no trace being recorded, `emit` returns at
+The emulated device functions call `emit(...)` at the points where reimpl/mirror/cuda/ has a
+`REIMPL_TRACE(...)` (reimpl/mirror/cuda/trace.cuh). With no trace being recorded, `emit` returns at
 once. Inside `recording()`, each call appends a `Step`: the kernel and block it belongs to, the
 device function, a step kind with its index (loop iteration, shuffle round, shared-memory round),
 and per thread whether it took part, its partner (the lane a shuffle read, the shared slot it
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-# Step kinds: code (shared with reimpl/cuda/trace.cuh, a CPU test checks they agree), the device
+# Step kinds: code (shared with reimpl/mirror/cuda/trace.cuh, a CPU test checks they agree), the device
 # function the step belongs to, what `aux` holds, and the value fields in record order.
 KINDS = {
     # compute_stats (vectorized path)

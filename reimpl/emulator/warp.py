@@ -1,4 +1,4 @@
-"""Warp shuffles on per-thread arrays, mirroring reimpl/cuda/DeviceUtils.cuh.
+"""Warp shuffles on per-thread arrays, mirroring reimpl/mirror/cuda/DeviceUtils.cuh.
 
 `value` has one entry per thread of the block, in linear thread order (threadIdx.x fastest), so
 warp w is entries [32w, 32w + 32). CUDA's __shfl_*_sync pass PTX `shfl.sync` the clamp word
@@ -32,7 +32,7 @@ def _clamp(lane, width: int):
 
 
 # upstream: aten/src/ATen/cuda/DeviceUtils.cuh#L39-L47
-# ours: reimpl/cuda/DeviceUtils.cuh [WARP_SHFL_XOR]
+# ours: reimpl/mirror/cuda/DeviceUtils.cuh [WARP_SHFL_XOR]
 def WARP_SHFL_XOR(value, laneMask: int, width: int = C10_WARP_SIZE):
     _, lane, base = _lanes(len(value))
     _, max_lane, _ = _clamp(lane, width)
@@ -41,7 +41,7 @@ def WARP_SHFL_XOR(value, laneMask: int, width: int = C10_WARP_SIZE):
 
 
 # upstream: aten/src/ATen/cuda/DeviceUtils.cuh#L49-L57
-# ours: reimpl/cuda/DeviceUtils.cuh [WARP_SHFL]
+# ours: reimpl/mirror/cuda/DeviceUtils.cuh [WARP_SHFL]
 def WARP_SHFL(value, srcLane: int, width: int = C10_WARP_SIZE):
     _, lane, base = _lanes(len(value))
     segmask, max_lane, min_lane = _clamp(lane, width)
@@ -50,7 +50,7 @@ def WARP_SHFL(value, srcLane: int, width: int = C10_WARP_SIZE):
 
 
 # upstream: aten/src/ATen/cuda/DeviceUtils.cuh#L69-L77
-# ours: reimpl/cuda/DeviceUtils.cuh [WARP_SHFL_DOWN]
+# ours: reimpl/mirror/cuda/DeviceUtils.cuh [WARP_SHFL_DOWN]
 def WARP_SHFL_DOWN(value, delta: int, width: int = C10_WARP_SIZE):
     _, lane, base = _lanes(len(value))
     _, max_lane, _ = _clamp(lane, width)

@@ -17,7 +17,7 @@ from .warp import C10_WARP_SIZE, WARP_SHFL_DOWN
 
 
 # upstream: aten/src/ATen/native/SharedReduceOps.h#L79-L94
-# ours: reimpl/cuda/SharedReduceOps.h [WelfordData]
+# ours: reimpl/mirror/cuda/SharedReduceOps.h [WelfordData]
 @dataclass
 class WelfordData:
     mean: np.ndarray
@@ -39,7 +39,7 @@ class WelfordData:
 
 
 # upstream: aten/src/ATen/native/SharedReduceOps.h#L97-L161
-# ours: reimpl/cuda/SharedReduceOps.h [WelfordOps]
+# ours: reimpl/mirror/cuda/SharedReduceOps.h [WelfordOps]
 @dataclass
 class WelfordOps:
     correction: float
@@ -80,7 +80,7 @@ class WelfordOps:
 
 
 # upstream: aten/src/ATen/native/cuda/block_reduce.cuh#L119-L126
-# ours: reimpl/cuda/block_reduce.cuh [WarpReduce]
+# ours: reimpl/mirror/cuda/block_reduce.cuh [WarpReduce]
 def WarpReduce(val: WelfordData, op: WelfordOps, *, _active=True, _phase: str = "") -> WelfordData:
     """`_active`, `_phase`: for the trace only (which threads run this call, and which call it is)."""
     offset = C10_WARP_SIZE >> 1
@@ -95,7 +95,7 @@ def WarpReduce(val: WelfordData, op: WelfordOps, *, _active=True, _phase: str = 
 
 
 # upstream: aten/src/ATen/native/cuda/block_reduce.cuh#L128-L145
-# ours: reimpl/cuda/block_reduce.cuh [BlockReduce] (B = Block1D)
+# ours: reimpl/mirror/cuda/block_reduce.cuh [BlockReduce] (B = Block1D)
 def BlockReduce(val: WelfordData, op: WelfordOps, identity_element: WelfordData, shared: list,
                 tid: np.ndarray, blockDim_x: int) -> WelfordData:
     """`shared` is a list of C10_WARP_SIZE slots (one WelfordData per warp); `identity_element`

@@ -18,7 +18,7 @@ import contextlib
 
 from .. import api, functional
 from ..device import runtime
-from .kernel import FastRuntime
+from .forward import FastRuntime
 
 _RUNTIME: FastRuntime | None = None
 

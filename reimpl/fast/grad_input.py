@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..device.compile import CudaSource
-from ..device.kernel import KernelTemplate
-from .. import kernels as K
+from ..device.kernel_types import KernelTemplate
+from ..mirror import kernel_table as K
 
 WARP_VECTORS = (1,)  # RW: vectors per virtual thread in the warp kernel (rows of fewer than 512 elements)
 REGISTER_VECTORS = (1, 2, 4, 8, 16)  # R: vectors per thread of X and of dY in registers (the block kernel)

@@ -22,7 +22,7 @@ import torch
 
 from ..device import runtime
 from ..device.compile import CudaSource
-from ..device.kernel import KernelTemplate, float_
+from ..device.kernel_types import KernelTemplate, float_
 from .rungs import STORAGE
 
 BLOCK = 512  # threads per channel: 16 warps, merged through block_merge's shared-memory tree

@@ -14,7 +14,7 @@ from typing import Callable
 
 from ..device import runtime
 from ..device.compile import CudaSource
-from ..device.kernel import CType, KernelTemplate, float_
+from ..device.kernel_types import CType, KernelTemplate, float_
 
 # CUDA's own 16-bit types (the ladder does not use c10's)
 half = CType("__half", 2, None)

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..device import runtime
 from ..device.compile import CudaSource
-from ..device.kernel import KernelTemplate, float_
+from ..device.kernel_types import KernelTemplate, float_
 from .rungs import STORAGE
 
 BLOCK = 256  # threads of the one-block-per-row kernels

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from reimpl.device import compile as compile_mod  # noqa: E402
-from reimpl import kernels as K  # noqa: E402
+from reimpl.mirror import kernel_table as K  # noqa: E402
 
 DEBUG_OPTIONS = ("-G", "-lineinfo")  # --device-debug: no optimization, locals kept, every line steppable
 KERNEL = K.vectorized_layer_norm_kernel[K.float_, K.float_, False]

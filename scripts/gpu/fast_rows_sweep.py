@@ -1,4 +1,4 @@
-"""The measurement behind reimpl.fast.kernel.rows_per_warp's four-row band: 16-bit rows of 1024
+"""The measurement behind reimpl.fast.forward.rows_per_warp's four-row band: 16-bit rows of 1024
 elements (the warp kernel's `full` instance) two or four to a warp, over M, beside a copy
 (x.clone()) in the same run. Every output is first checked against torch's, bit for bit. Median
 CUDA-event time per call, launches pipelined behind a spin kernel, L2 not flushed.
@@ -13,10 +13,10 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from reimpl import fast  # noqa: E402
-from reimpl import kernels as K  # noqa: E402
+from reimpl.mirror import kernel_table as K  # noqa: E402
 from reimpl.checks.bench import gpu_time  # noqa: E402
 from reimpl.checks.record import stamp  # noqa: E402
-from reimpl.fast import kernel as FK  # noqa: E402
+from reimpl.fast import forward as FK  # noqa: E402
 
 N = 1024
 MS = (1024, 2048, 2112, 3072, 4096, 5120, 6144, 6336, 7168, 8192, 12288, 16384, 32768)

@@ -40,7 +40,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from reimpl import kernels  # noqa: E402
+from reimpl.mirror import kernel_table as kernels  # noqa: E402
 from reimpl.device import compile as compile_mod, nvrtc  # noqa: E402
 from reimpl.emulator import rsqrt as R  # noqa: E402
 

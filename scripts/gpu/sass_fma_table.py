@@ -4,10 +4,10 @@ Usage (needs nvdisasm, e.g. from the CUDA toolkit or pip's nvidia-cuda-nvdisasm;
     python scripts/gpu/sass_fma_table.py results/sass_fma_table.md [--arch sm_90] [--nvdisasm PATH]
         [--kernels all|forward|backward] [--save-sass DIR]
 
-Compiles every kernel instantiation (reimpl.kernels.all_instantiations()) in one NVRTC program with
+Compiles every kernel instantiation (reimpl.mirror.kernel_table.all_instantiations()) in one NVRTC program with
 the mirror's numerics options plus -lineinfo, which adds line tables and leaves the machine code
 as it is, disassembles it with `nvdisasm --print-line-info`, and lists, for each kernel and each
-line of reimpl/cuda/*, the floating-point instructions that carry that line: FFMA/FMUL/FADD,
+line of reimpl/mirror/cuda/*, the floating-point instructions that carry that line: FFMA/FMUL/FADD,
 DFMA/DMUL/DADD, HADD2/HFMA2/HMUL2, MUFU.*, FCHK, conversions (F2F, F2FP, I2F, I2FP, F2I).
 Instantiations with the same instructions on the same lines (counts aside) share one table.
 
@@ -49,7 +49,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from reimpl import kernels as K  # noqa: E402
+from reimpl.mirror import kernel_table as K  # noqa: E402
 from reimpl.device import compile as compile_mod, nvrtc  # noqa: E402
 
 FP_OPS = re.compile(r"^(FFMA|FMUL|FADD|FFMA32I|FMUL32I|FADD32I|FMNMX|DFMA|DMUL|DADD|HFMA2|HADD2|HMUL2|"
@@ -225,7 +225,7 @@ def render(per_kernel: dict, src: dict, stamp: list[str]) -> str:
         groups[group_key(lines, subs)].append(k)
     out = ["# SASS floating-point instructions per source line", ""]
     out += stamp + [""]
-    out += ["What each kernel instantiation executes, line by line of `reimpl/cuda/`: the floating-point",
+    out += ["What each kernel instantiation executes, line by line of `reimpl/mirror/cuda/`: the floating-point",
             "instructions that carry the line in the cubin's line table. `×n` counts the instructions (loops",
             "unrolled by the compiler repeat them); `×a–b` is the range over the instantiations of a group.",
             "Instantiations whose lines carry the same arithmetic (counts aside) share a table; where the",

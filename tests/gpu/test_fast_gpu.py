@@ -77,7 +77,7 @@ def test_fast_kernel_sweep_of_100000_rows():
     bad, fast_cases = _run("sweep", cs)
     assert not bad, bad[:10]
     # every case here is one torch sends to its vectorized kernel; the fast kernel takes all but
-    # LayerNorm with a bias and no weight, which reimpl.fast.kernel.takes leaves to the mirror
+    # LayerNorm with a bias and no weight, which reimpl.fast.forward.takes leaves to the mirror
     assert fast_cases == sum(not (c.op == "layer_norm" and c.bias and not c.weight) for c in cs)
 
 
@@ -124,7 +124,7 @@ def test_count_reciprocal_is_the_ieee_reciprocal_of_every_count():
     import cupy
     import numpy as np
     from reimpl.device import compile as compile_mod
-    from reimpl.fast import kernel as FK
+    from reimpl.fast import forward as FK
     n = 2 ** 24
     module, _, _, _ = compile_mod.load_probe(COUNT_RECIPROCALS, "count_reciprocals.cu",
                                              (FK.SOURCE.directory, *FK.SOURCE.include_dirs))

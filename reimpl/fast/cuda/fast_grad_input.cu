@@ -3,7 +3,7 @@
 // bfloat16), giving torch 2.11's dX bit for bit. Ours; it reuses the mirror's warp-shuffle macros and
 // the fast forward's row words (fast_common.cuh).
 //
-// What fixes torch's bits (reimpl/cuda/layer_norm_kernel.cu, layer_norm_grad_input_kernel_vectorized):
+// What fixes torch's bits (reimpl/mirror/cuda/layer_norm_kernel.cu, layer_norm_grad_input_kernel_vectorized):
 //   pass 1: each of 128 virtual threads t sums, over its elements (vectors t + 128 r, r ascending,
 //     then the 4 elements of each in order), stats_x1 += dy*g and stats_x2 += (dy*g*(x-mean))*rstd
 //     (RMSNorm: (dy*g*x)*rstd), where the SASS shows one FMUL dy*g shared by both sums, an FADD into

@@ -1,7 +1,7 @@
 // Torch's bits, faster: a forward LayerNorm/RMSNorm kernel for exactly the inputs torch sends to
 // vectorized_layer_norm_kernel (N % 4 == 0, aligned pointers, float/half/bfloat16, N <= 2^24),
 // giving torch 2.11's out, mean and rstd bit for bit. Ours; it reuses the mirror's aligned_vector
-// and WelfordDataLN by including the mirror (reimpl/cuda/), and restates its cuWelfordCombine
+// and WelfordDataLN by including the mirror (reimpl/mirror/cuda/), and restates its cuWelfordCombine
 // (combine, below) with the same roundings.
 //
 // What fixes torch's bits is the list of floating-point operations each of torch's 128 "virtual"

@@ -1,7 +1,7 @@
 // The study ladder: LayerNorm forward kernels from the textbook loop to apex's fused shape.
 // Each rung changes one thing from the rung below it; the first line above each kernel says what.
 // They are ours, written to teach, and are NOT bit-identical to torch (see the ladder pages for each
-// rung's measured error); torch's own kernel is the mirror in reimpl/cuda/.
+// rung's measured error); torch's own kernel is the mirror in reimpl/mirror/cuda/.
 //
 //   rung 1  ln_naive_two_pass     one thread per row: a mean loop, a variance loop, a normalise loop
 //   rung 2  ln_warp_sums          one warp per row; sum and sum of squares in one pass, shuffle-reduced

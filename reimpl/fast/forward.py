@@ -14,8 +14,8 @@ import numpy as np
 
 from ..device import runtime
 from ..device.compile import CudaSource
-from ..device.kernel import KernelTemplate
-from .. import kernels as K
+from ..device.kernel_types import KernelTemplate
+from ..mirror import kernel_table as K
 from . import grad_input
 
 REGISTER_VECTORS = (8, 16, 32)  # R: vectors per thread kept in registers (N > 2048); 0: stream the row

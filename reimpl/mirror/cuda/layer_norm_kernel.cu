@@ -1,6 +1,6 @@
 // Mirror of aten/src/ATen/native/cuda/layer_norm_kernel.cu at torch 2.11.0
 // (git 70d99e998b4955e0049d13a98d77ae1b14db1f45): the device half. The host half (dispatch,
-// launch configuration) is Python, in reimpl/layer_norm_kernel.py, in the same order.
+// launch configuration) is Python, in reimpl/mirror/layer_norm_kernel.py, in the same order.
 // Each symbol below carries the upstream line range it mirrors and its docs anchor.
 // ROCm-only branches upstream are left out: this mirror is for NVIDIA GPUs.
 //

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import torch
 
-from .device import runtime
+from ..device import runtime
 from .aten_shim import (TensorRef, _cast_acc, _dispatch, data_ptr, empty_like, expect_contiguous,
                         toAccumulateType, zeros_like)
-from .kernels import (BFloat16, GammaBetaBackwardCUDAKernelTemplate, Half, LayerNormForwardCUDAKernel,
+from .kernel_table import (BFloat16, GammaBetaBackwardCUDAKernelTemplate, Half, LayerNormForwardCUDAKernel,
                       RowwiseMomentsCUDAKernel, float_, layer_norm_grad_input_kernel,
                       layer_norm_grad_input_kernel_vectorized, sizeof, vectorized_layer_norm_kernel)
-from .layer_norm_checks import TORCH_CHECK, _check_layer_norm_inputs
+from .input_checks import TORCH_CHECK, _check_layer_norm_inputs
 
 # --8<-- [start:kCUDANumThreads]
 # upstream: aten/src/ATen/native/cuda/layer_norm_kernel.cu#L35-L35
@@ -25,7 +25,7 @@ from .layer_norm_checks import TORCH_CHECK, _check_layer_norm_inputs
 kCUDANumThreads = 256  # block size of LayerNormForwardCUDAKernel
 # --8<-- [end:kCUDANumThreads]
 
-# Constants that upstream takes from headers (mirrored in reimpl/cuda/ for the device side).
+# Constants that upstream takes from headers (mirrored in reimpl/mirror/cuda/ for the device side).
 vec_size = 4                         # layer_norm_kernel.cu
 kCUDABlockReduceNumThreads = 512     # block_reduce.cuh
 C10_WARP_SIZE = 32

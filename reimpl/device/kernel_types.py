@@ -1,7 +1,7 @@
 """Kernels as Python objects: C scalar types, `__global__` templates and their instantiations.
 A `Kernel` prints as torch's profiler names a kernel (``vectorized_layer_norm_kernel<c10::BFloat16,
 float, false>``) and carries its NVRTC name expression and the source tree that instantiates it,
-which is all `compile.build` and the runtimes need. The mirror's templates are in reimpl/kernels.py.
+which is all `compile.build` and the runtimes need. The mirror's templates are in reimpl/mirror/kernel_table.py.
 """
 from __future__ import annotations
 

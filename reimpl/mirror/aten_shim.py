@@ -1,4 +1,4 @@
-"""The pieces of ATen's C++ API that the host mirror (reimpl/layer_norm_kernel.py) calls, written
+"""The pieces of ATen's C++ API that the host mirror (reimpl/mirror/layer_norm_kernel.py) calls, written
 for torch tensors in Python: dtype dispatch, typed data pointers, contiguity, `Tensor*`
 out-parameters, and the allocation helpers. Each keeps the C++ behaviour the mirror relies on,
 including its error messages; none of them is part of layer_norm_kernel.cu.
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import torch
 
-from .kernels import BFloat16, Half, double, float_
-from .layer_norm_checks import TorchCheckError
+from .kernel_table import BFloat16, Half, double, float_
+from .input_checks import TorchCheckError
 
 _TORCH_TO_C = {torch.float32: (float_, float_), torch.float16: (Half, float_),
                torch.bfloat16: (BFloat16, float_), torch.float64: (double, double)}

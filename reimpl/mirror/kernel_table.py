@@ -1,5 +1,5 @@
 """The CUDA kernels of the mirror as Python objects: upstream's kernel templates with their
-signatures, and the instantiations we compile. A `Kernel` (reimpl/device/kernel.py) prints exactly
+signatures, and the instantiations we compile. A `Kernel` (reimpl/device/kernel_types.py) prints exactly
 as torch's profiler names the upstream kernel (``vectorized_layer_norm_kernel<c10::BFloat16, float,
 false>``), which is how launch plans are compared with torch's recorded launches.
 """
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .device.compile import CudaSource
-from .device.kernel import BFloat16, CType, Half, Kernel, KernelTemplate, double, float_, sizeof  # noqa: F401
+from ..device.compile import CudaSource
+from ..device.kernel_types import BFloat16, CType, Half, Kernel, KernelTemplate, double, float_, sizeof  # noqa: F401
 
 # The mirror's CUDA tree: what `reimpl.device.compile.build(SOURCE, arch)` compiles.
 SOURCE = CudaSource(Path(__file__).parent / "cuda", "layer_norm_kernel.cu", lambda: all_instantiations())

@@ -1,0 +1,5 @@
+"""Torch 2.11.0's LayerNorm/RMSNorm under upstream's names: the CUDA half in cuda/ (one file per
+upstream file), the host half in layer_norm_kernel.py, the shape checks of layer_norm.h in
+input_checks.py, the few at:: helpers the host half calls in aten_shim.py, and the kernel
+templates with their instantiations in kernel_table.py.
+"""
