@@ -14,6 +14,12 @@ has an AutocastCUDA kernel of the fp32 kind; the other three have none), the dev
 device guard. Kernels run on torch's current stream; nothing here synchronizes with the host or
 copies data.
 
+Which kernels: every entry point takes `kernels="mirror"` (torch's, mirrored) or `kernels="fast"`
+(reimpl.fast's, with torch's bits). Either way the mirror's host dispatch decides the path; "fast"
+runs it under reimpl.fast's runtime, which swaps in its own kernels where torch launches a
+vectorized one. "mirror" runs it under the runtime of the calling context (reimpl.device.runtime:
+the real one by default, a recording one in the CPU tests).
+
 Host cost: each entry point keys its call by everything the host mirror's decisions depend on and
 replays the launches of the first call with that key (reimpl/device/replay.py), so a repeated
 signature skips the mirror's Python; the first call of each signature runs it in full.
@@ -26,6 +32,7 @@ import math
 import torch
 
 from .device import replay, runtime
+from .fast.runtime import fast_runtime
 from .mirror.input_checks import TorchCheckError
 from .mirror.layer_norm_kernel import (_fused_rms_norm_backward_cuda, _fused_rms_norm_cuda, layer_norm_backward_cuda,
                                 layer_norm_cuda)
@@ -84,10 +91,29 @@ def _eps_key(eps):
     return (eps, math.copysign(1.0, eps)) if eps == 0 else eps
 
 
-def _plan_call(method, names, tensors, extra, mirror, keep=None):
-    """The mirror call `mirror()` of `tensors` (named `names`, in the aten schema's order), replayed
-    from a launch plan when this signature has one. The checks run on a signature's first call
-    only: the key holds every tensor's device, so a later call with the key would pass them too."""
+KERNELS = ("mirror", "fast")
+
+
+def check_kernels(kernels) -> None:
+    if kernels not in KERNELS:
+        raise ValueError(f"kernels must be one of {KERNELS}, not {kernels!r}")
+
+
+def runtime_for(kernels: str):
+    """The runtime whose launches give `kernels`' results (see the module docstring)."""
+    if kernels == "mirror":
+        return runtime.get()
+    check_kernels(kernels)
+    return fast_runtime()
+
+
+def _plan_call(method, names, tensors, extra, mirror, keep=None, rt=None):
+    """The mirror call `mirror()` of `tensors` (named `names`, in the aten schema's order) under the
+    runtime `rt`, replayed from a launch plan when this signature has one. The checks run on a
+    signature's first call only: the key holds every tensor's device, so a later call with the key
+    would pass them too."""
+    if rt is None:
+        rt = runtime.get()
     input = tensors[names.index("input")]
     try:
         device = input.get_device()
@@ -100,34 +126,40 @@ def _plan_call(method, names, tensors, extra, mirror, keep=None):
         device = -1
     if device < 0 or device != _get_device() or not USE_PLANS:  # the full path checks and guards
         _check_devices(method, **dict(zip(names, tensors)))
-        with _guard(input.device):
+        with _guard(input.device), runtime.use(rt):
             return mirror()
-    rt = runtime.current or runtime.get()
     if key not in rt.plans:
         _check_devices(method, **dict(zip(names, tensors)))
     return replay.call(rt, key, tensors, mirror, ptrs, keep)
 
 
-def native_layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
+def native_layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5, *,
+                      kernels: str = "mirror"):
     """torch.ops.aten.native_layer_norm: returns (out, mean, rstd); mean/rstd keep the leading dims."""
     if _is_autocast_enabled("cuda"):
         input, weight, bias = autocast_fp32(input, weight, bias)
-    return _native_layer_norm(input, normalized_shape, weight, bias, eps)
+    return _native_layer_norm(input, normalized_shape, weight, bias, eps, rt=runtime_for(kernels))
 
 
-def _native_layer_norm(input, normalized_shape, weight, bias, eps, keep=None):
-    """native_layer_norm after autocast. keep=1: the caller drops mean and rstd (reimpl/device/replay.py)."""
+def _native_layer_norm(input, normalized_shape, weight, bias, eps, keep=None, rt=None):
+    """native_layer_norm after autocast, under runtime `rt` (None: the context's). keep=1: the caller
+    drops mean and rstd (reimpl/device/replay.py)."""
     shape, eps = _as_shape(normalized_shape), float(eps)
     return _plan_call("native_layer_norm", ("input", "weight", "bias"), (input, weight, bias),
                       (shape, _eps_key(eps)),
-                      lambda: layer_norm_cuda(input, shape, weight, bias, eps), keep)
+                      lambda: layer_norm_cuda(input, shape, weight, bias, eps), keep, rt)
 
 
-def fused_rms_norm(input, normalized_shape, weight=None, eps: float | None = None, keep=None):
-    """torch.ops.aten._fused_rms_norm: returns (out, rstd). (keep: as _native_layer_norm's.)"""
+def fused_rms_norm(input, normalized_shape, weight=None, eps: float | None = None, *, kernels: str = "mirror"):
+    """torch.ops.aten._fused_rms_norm: returns (out, rstd)."""
+    return _fused_rms_norm(input, normalized_shape, weight, eps, rt=runtime_for(kernels))
+
+
+def _fused_rms_norm(input, normalized_shape, weight, eps, keep=None, rt=None):
+    """fused_rms_norm under runtime `rt` (None: the context's); keep: as _native_layer_norm's."""
     shape, eps = _as_shape(normalized_shape), None if eps is None else float(eps)
     return _plan_call("_fused_rms_norm", ("input", "weight"), (input, weight), (shape, _eps_key(eps)),
-                      lambda: _fused_rms_norm_cuda(input, shape, weight, eps), keep)
+                      lambda: _fused_rms_norm_cuda(input, shape, weight, eps), keep, rt)
 
 
 def _mask(output_mask, n: int) -> tuple[bool, ...]:
@@ -138,18 +170,22 @@ def _mask(output_mask, n: int) -> tuple[bool, ...]:
 
 
 def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight=None, bias=None,
-                               output_mask=(True, True, True)):
+                               output_mask=(True, True, True), *, kernels: str = "mirror", rt=None):
     """torch.ops.aten.native_layer_norm_backward: (grad_input, grad_weight, grad_bias), None where
-    output_mask is False."""
+    output_mask is False. (rt: a runtime object instead of `kernels`, as autograd passes the forward's.)"""
     shape, mask = _as_shape(normalized_shape), _mask(output_mask, 3)
     return _plan_call("native_layer_norm_backward", ("grad_out", "input", "mean", "rstd", "weight", "bias"),
                       (grad_out, input, mean, rstd, weight, bias), (shape, mask),
-                      lambda: layer_norm_backward_cuda(grad_out, input, shape, mean, rstd, weight, bias, mask))
+                      lambda: layer_norm_backward_cuda(grad_out, input, shape, mean, rstd, weight, bias, mask),
+                      rt=rt or runtime_for(kernels))
 
 
-def fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight=None, output_mask=(True, True)):
-    """torch.ops.aten._fused_rms_norm_backward: (grad_input, grad_weight), None where output_mask is False."""
+def fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight=None, output_mask=(True, True), *,
+                            kernels: str = "mirror", rt=None):
+    """torch.ops.aten._fused_rms_norm_backward: (grad_input, grad_weight), None where output_mask is
+    False. (rt: as native_layer_norm_backward's.)"""
     shape, mask = _as_shape(normalized_shape), _mask(output_mask, 2)
     return _plan_call("_fused_rms_norm_backward", ("grad_out", "input", "rstd", "weight"),
                       (grad_out, input, rstd, weight), (shape, mask),
-                      lambda: _fused_rms_norm_backward_cuda(grad_out, input, shape, rstd, weight, mask))
+                      lambda: _fused_rms_norm_backward_cuda(grad_out, input, shape, rstd, weight, mask),
+                      rt=rt or runtime_for(kernels))

@@ -2,19 +2,17 @@
 wired as torch's derivatives.yaml wires aten's: native_layer_norm's backward is
 native_layer_norm_backward(grad, input, normalized_shape, mean, rstd, weight, bias, mask), and
 _fused_rms_norm's is _fused_rms_norm_backward(grad, input, normalized_shape, rstd, weight, mask),
-with mask[i] = "input i needs a gradient". The backward runs under the runtime the forward ran
-under (reimpl.fast's, for instance), whenever autograd calls it. Not twice differentiable: torch's
+with mask[i] = "input i needs a gradient". The forward is handed its runtime explicitly (the one
+reimpl.api.runtime_for chose: the mirror's, or reimpl.fast's) and the backward runs under that same
+runtime, in whichever thread autograd calls it. Not twice differentiable: torch's
 double backward of LayerNorm is a composite of other ops, which this repository does not mirror.
 """
 from __future__ import annotations
-
-import contextlib
 
 import torch
 from torch.autograd.function import once_differentiable
 
 from . import api
-from .device import runtime
 
 
 def needs_grad(input, weight, bias=None) -> bool:
@@ -22,16 +20,11 @@ def needs_grad(input, weight, bias=None) -> bool:
                                         or (bias is not None and bias.requires_grad))
 
 
-def _runtime_of(ctx):
-    """The forward's runtime, or, where it ran under the default one, whatever is current now."""
-    return runtime.use(ctx.runtime) if ctx.runtime is not None else contextlib.nullcontext()
-
-
 class LayerNormFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, input, normalized_shape, weight, bias, eps):
-        out, mean, rstd = api._native_layer_norm(input, normalized_shape, weight, bias, eps)  # after autocast
-        ctx.normalized_shape, ctx.runtime = normalized_shape, runtime.current
+    def forward(ctx, input, normalized_shape, weight, bias, eps, rt):
+        out, mean, rstd = api._native_layer_norm(input, normalized_shape, weight, bias, eps, rt=rt)  # after autocast
+        ctx.normalized_shape, ctx.runtime = normalized_shape, rt
         ctx.save_for_backward(input, weight, bias, mean, rstd)
         return out
 
@@ -40,17 +33,16 @@ class LayerNormFunction(torch.autograd.Function):
     def backward(ctx, grad_out):
         input, weight, bias, mean, rstd = ctx.saved_tensors
         mask = (ctx.needs_input_grad[0], ctx.needs_input_grad[2], ctx.needs_input_grad[3])
-        with _runtime_of(ctx):
-            dX, dgamma, dbeta = api.native_layer_norm_backward(grad_out, input, ctx.normalized_shape, mean, rstd,
-                                                              weight, bias, mask)
-        return dX, None, dgamma, dbeta, None
+        dX, dgamma, dbeta = api.native_layer_norm_backward(grad_out, input, ctx.normalized_shape, mean, rstd,
+                                                          weight, bias, mask, rt=ctx.runtime)
+        return dX, None, dgamma, dbeta, None, None
 
 
 class RMSNormFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, input, normalized_shape, weight, eps):
-        out, rstd = api.fused_rms_norm(input, normalized_shape, weight, eps)
-        ctx.normalized_shape, ctx.runtime = normalized_shape, runtime.current
+    def forward(ctx, input, normalized_shape, weight, eps, rt):
+        out, rstd = api._fused_rms_norm(input, normalized_shape, weight, eps, rt=rt)
+        ctx.normalized_shape, ctx.runtime = normalized_shape, rt
         ctx.save_for_backward(input, weight, rstd)
         return out
 
@@ -59,6 +51,6 @@ class RMSNormFunction(torch.autograd.Function):
     def backward(ctx, grad_out):
         input, weight, rstd = ctx.saved_tensors
         mask = (ctx.needs_input_grad[0], ctx.needs_input_grad[2])
-        with _runtime_of(ctx):
-            dX, dgamma = api.fused_rms_norm_backward(grad_out, input, ctx.normalized_shape, rstd, weight, mask)
-        return dX, None, dgamma, None
+        dX, dgamma = api.fused_rms_norm_backward(grad_out, input, ctx.normalized_shape, rstd, weight, mask,
+                                                 rt=ctx.runtime)
+        return dX, None, dgamma, None, None

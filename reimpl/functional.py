@@ -16,24 +16,27 @@ import torch
 
 from . import autograd as _autograd
 from . import ops
-from .api import _as_shape, _check_devices, _native_layer_norm, autocast_fp32, fused_rms_norm
+from .api import (_as_shape, _check_devices, _fused_rms_norm, _native_layer_norm, autocast_fp32, check_kernels,
+                  runtime_for)
 from .mirror.input_checks import _check_rms_norm_inputs_symint
 
 _is_compiling = torch.compiler.is_compiling
 _is_autocast_enabled = torch.is_autocast_enabled
 
 
-def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5, *, kernels: str = "mirror"):
     """torch.nn.functional.layer_norm; differentiable when an argument requires grad.
     aten::layer_norm has an AutocastCUDA kernel of the fp32 kind: under autocast, floating CUDA
-    arguments run as float32 and the output is float32, as in torch."""
+    arguments run as float32 and the output is float32, as in torch. `kernels`: "mirror" or "fast"
+    (reimpl/api.py), for the forward and its backward."""
     if _is_compiling():
-        return ops.native_layer_norm(input, _as_shape(normalized_shape), weight, bias, float(eps))[0]
+        return ops.native_layer_norm(input, _as_shape(normalized_shape), weight, bias, float(eps), kernels)[0]
+    rt = runtime_for(kernels)
     if _is_autocast_enabled("cuda"):
         input, weight, bias = autocast_fp32(input, weight, bias)
     if _autograd.needs_grad(input, weight, bias):
-        return _autograd.LayerNormFunction.apply(input, _as_shape(normalized_shape), weight, bias, float(eps))
-    return _native_layer_norm(input, normalized_shape, weight, bias, eps, keep=1)[0]  # mean, rstd unseen
+        return _autograd.LayerNormFunction.apply(input, _as_shape(normalized_shape), weight, bias, float(eps), rt)
+    return _native_layer_norm(input, normalized_shape, weight, bias, eps, keep=1, rt=rt)[0]  # mean, rstd unseen
 
 
 # --8<-- [start:rms_norm_composite]
@@ -69,11 +72,12 @@ _warned_mixed_dtype = False
 # mirrors: aten/src/ATen/native/layer_norm.cpp, rms_norm_symint (torch 2.11.0)
 # docs: upstream/layer_norm.md#rms_norm_symint
 # No line range (as above); torch's own warning location puts the dtype check at layer_norm.cpp:344.
-def rms_norm(input, normalized_shape, weight=None, eps: float | None = None):
+def rms_norm(input, normalized_shape, weight=None, eps: float | None = None, *, kernels: str = "mirror"):
     """torch.nn.functional.rms_norm (aten::rms_norm, which has no autocast kernel in torch 2.11).
     Channels-last and complex inputs, and a weight whose dtype differs from the input's, take the
-    composite; everything else the fused kernel (ours)."""
+    composite; everything else the fused kernel (ours: `kernels` "mirror" or "fast", reimpl/api.py)."""
     global _warned_mixed_dtype
+    check_kernels(kernels)
     normalized_shape = _as_shape(normalized_shape)
     _check_devices("_fused_rms_norm", input=input, weight=weight)  # the dispatcher's, before the op
     _check_rms_norm_inputs_symint(input, normalized_shape, weight)
@@ -91,11 +95,13 @@ def rms_norm(input, normalized_shape, weight=None, eps: float | None = None):
                           f"weight dtype = {_type_meta(weight.dtype)}, Cannot dispatch to fused implementation.")
         return _rms_norm_composite(input, normalized_shape, weight, eps)[0]
 
+    eps = None if eps is None else float(eps)
     if _is_compiling():
-        return ops.fused_rms_norm(input, normalized_shape, weight, None if eps is None else float(eps))[0]
+        return ops.fused_rms_norm(input, normalized_shape, weight, eps, kernels)[0]
+    rt = runtime_for(kernels)
     if _autograd.needs_grad(input, weight):
-        return _autograd.RMSNormFunction.apply(input, normalized_shape, weight, None if eps is None else float(eps))
-    return fused_rms_norm(input, normalized_shape, weight, eps, keep=1)[0]
+        return _autograd.RMSNormFunction.apply(input, normalized_shape, weight, eps, rt)
+    return _fused_rms_norm(input, normalized_shape, weight, eps, keep=1, rt=rt)[0]
 # --8<-- [end:rms_norm_symint]
 
 

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Layer:
     name: str
-    modules: tuple[str, ...]     # dotted module names or package prefixes ("reimpl.device")
+    # dotted module names, each also covering the modules inside it ("reimpl.device"), or "pkg.*"
+    # for the modules inside a package but not the package itself
+    modules: tuple[str, ...]
     folder: str                  # where a reader finds it
     purpose: str                 # one sentence
     may_import: tuple[str, ...]  # other layers (a layer may always import itself)
@@ -21,25 +23,27 @@ class Layer:
 LAYERS = (
     Layer("cli", ("reimpl.cli", "reimpl.__main__"), "reimpl/cli.py",
           "The command line (`python -m reimpl`): the one entry point that reaches every layer, each lazily.",
-          ("docsite", "checks", "emulator", "fast", "public", "ladder", "mirror", "upstream", "device")),
+          ("docsite", "checks", "emulator", "public", "fast", "ladder", "mirror", "upstream", "device")),
     Layer("docsite", ("reimpl.docsite",), "reimpl/docsite/",
           "Builds the reading site: MkDocs hooks, directives, diagrams, build-time traces, link checks.",
           ("checks", "emulator", "ladder", "mirror", "upstream")),
     Layer("checks", ("reimpl.checks",), "reimpl/checks/",
           "Holds the mirror to torch: case matrices, bit parity, torch's recorded launches, launch plans, "
           "benchmarks, the GPU's step trace.",
-          ("emulator", "fast", "public", "ladder", "mirror", "upstream", "device")),
+          ("emulator", "public", "fast", "ladder", "mirror", "upstream", "device")),
     Layer("emulator", ("reimpl.emulator",), "reimpl/emulator/",
           "The bit-exact CPU twin of every kernel, with step traces; it replays the host mirror's launches.",
           ("mirror", "device")),
-    Layer("fast", ("reimpl.fast",), "reimpl/fast/",
-          "Torch's bits, faster: a forward kernel of ours with torch's exact output where torch takes its "
-          "vectorized path, the mirror elsewhere.",
-          ("public", "mirror", "device")),
-    Layer("public", ("reimpl", "reimpl.api", "reimpl.autograd", "reimpl.functional", "reimpl.nn", "reimpl.ops"),
-          "reimpl/ (api, autograd, functional, nn, ops)",
+    Layer("public", ("reimpl", "reimpl.api", "reimpl.autograd", "reimpl.functional", "reimpl.nn", "reimpl.ops",
+                     "reimpl.fast"),
+          "reimpl/ (api, autograd, functional, nn, ops) and reimpl/fast/__init__.py",
           "The public face: aten's contracts, autograd, torch.nn.functional's signatures, drop-in modules, "
-          "and the same ops registered with torch.library for torch.compile and torch.export.",
+          "the same ops registered with torch.library for torch.compile and torch.export; each call names "
+          "its kernels, the mirror's or the fast ones.",
+          ("fast", "mirror", "device")),
+    Layer("fast", ("reimpl.fast.*",), "reimpl/fast/ (all but __init__.py)",
+          "A kernel provider beside the mirror: forward and dX kernels of ours with torch's exact bits, "
+          "launched by a runtime that the mirror's host dispatch runs under.",
           ("mirror", "device")),
     Layer("ladder", ("reimpl.ladder",), "reimpl/ladder/",
           "The study ladder: LayerNorm kernels from the textbook loop to apex's shape, one idea per rung.",
@@ -67,8 +71,17 @@ def layer_of(module: str) -> str | None:
     best, best_len = None, -1
     for layer in LAYERS:
         for m in layer.modules:
-            # the package root names itself only: a new module must be placed in the table
-            inside = module.startswith(m + ".") and m != "reimpl"
-            if (module == m or inside) and len(m) > best_len:
+            if m.endswith(".*"):
+                hit = module.startswith(m[:-1])
+            else:
+                # the package root names itself only: a new module must be placed in the table
+                hit = module == m or (module.startswith(m + ".") and m != "reimpl")
+            if hit and len(m) > best_len:
                 best, best_len = layer.name, len(m)
     return best
+
+
+def docstring_line(layer: Layer, submodules: bool = False) -> str:
+    """The line each package's docstring holds about its layer (tests/test_layers_cpu.py checks it)."""
+    who = "Submodules' layer" if submodules else "Layer"
+    return f"{who}: {layer.name}. May import: {', '.join(layer.may_import) or 'nothing'}."

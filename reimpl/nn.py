@@ -10,24 +10,18 @@ from __future__ import annotations
 import torch
 
 from . import functional
-from .device import runtime as _runtime
 
 
 class LayerNorm(torch.nn.LayerNorm):
-    runtime = None  # None: the mirror's kernels; reimpl.fast.use_fast sets its FastRuntime
+    kernels = "mirror"  # or "fast": reimpl.fast.use_fast sets it
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        if self.runtime is None:  # (the runtime switch costs a context manager per call: skip it)
-            return functional.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
-        with _runtime.use(self.runtime):
-            return functional.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+        return functional.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps,
+                                     kernels=self.kernels)
 
 
 class RMSNorm(torch.nn.RMSNorm):
-    runtime = None
+    kernels = "mirror"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.runtime is None:
-            return functional.rms_norm(x, self.normalized_shape, self.weight, self.eps)
-        with _runtime.use(self.runtime):
-            return functional.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+        return functional.rms_norm(x, self.normalized_shape, self.weight, self.eps, kernels=self.kernels)

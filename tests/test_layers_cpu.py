@@ -1,6 +1,8 @@
 """CPU: the package keeps its layers (reimpl/layers.py). Every import of a reimpl module, at module
 level or inside a function, goes from a layer to itself or to a layer it may import; every module
-belongs to exactly one layer; and no two modules import each other, directly or round a circle."""
+belongs to exactly one layer; no two modules import each other, directly or round a circle (a
+child importing its parent package counts); and each package's docstring states the layer the
+table gives it, so the two cannot drift apart."""
 import ast
 from pathlib import Path
 
@@ -66,9 +68,6 @@ def test_imports_point_down_the_layers():
 
 def test_no_import_circle():
     graph = _graph()
-    # a package imports its own submodules when Python loads them: ignore child -> parent package edges
-    for m in graph:
-        graph[m] = {d for d in graph[m] if not m.startswith(d + ".")}
     state, stack, circles = {}, [], []
 
     def visit(m):
@@ -92,3 +91,22 @@ def test_the_layer_table_lists_only_known_layers_top_down():
     names = [layer.name for layer in layers.LAYERS]
     for i, layer in enumerate(layers.LAYERS):
         assert set(layer.may_import) <= set(names[i + 1:]), f"{layer.name} may import a layer above it"
+
+
+def _packages() -> dict[str, Path]:
+    return {m: p for m, p in _modules().items() if p.name == "__init__.py"}
+
+
+def test_every_package_docstring_names_its_layer_and_imports():
+    """Each package's docstring holds layers.docstring_line for the layer of the package itself, and,
+    where its submodules form another layer ("pkg.*" in the table), that layer's line too."""
+    wrong = []
+    for name, path in _packages().items():
+        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+        expected = [layers.docstring_line(layers.BY_NAME[layers.layer_of(name)])]
+        for layer in layers.LAYERS:
+            if f"{name}.*" in layer.modules:
+                expected.append(layers.docstring_line(layer, submodules=True))
+        wrong += [f"{path.relative_to(PKG.parent)}: missing {line!r}" for line in expected
+                  if line not in " ".join(doc.split())]
+    assert not wrong, "\n".join(wrong)

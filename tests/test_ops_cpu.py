@@ -2,7 +2,8 @@
 implementations give aten's output shapes, strides and dtypes on fake CUDA tensors (no GPU needed),
 raising torch's shape errors; aten::rms_norm's composite (reimpl/functional.py) gives torch's own
 composite bits on CPU, where torch runs it for mixed dtypes and channels-last inputs; the
-channels-last test agrees with torch's own Python twin of suggest_memory_format."""
+channels-last test agrees with torch's own Python twin of suggest_memory_format; the `kernels`
+choice is checked before anything runs."""
 import itertools
 import warnings
 
@@ -25,7 +26,10 @@ def _schema_args(op):
                                        ("fused_rms_norm_backward", "_fused_rms_norm_backward")])
 def test_schemas_are_atens(ours, aten):
     o, a = getattr(torch.ops.reimpl, ours).default, getattr(torch.ops.aten, aten).default
-    assert [t for _, t in _schema_args(o)] == [t for _, t in _schema_args(a)]
+    # aten's arguments, then ours alone: which kernels, defaulting to the mirror's
+    assert [t for _, t in _schema_args(o)] == [t for _, t in _schema_args(a)] + ["str"]
+    last = o._schema.arguments[-1]
+    assert (last.name, last.default_value) == ("kernels", "mirror")
     # the backward ops return Tensor? where aten returns an undefined Tensor (None in Python either way)
     theirs = [str(r.type) for r in a._schema.returns]
     if "backward" in ours:
@@ -121,3 +125,12 @@ def test_channels_last_test_agrees_with_torch():
     for t in _layouts():
         assert functional._channels_last(t) == (prims.suggest_memory_format(t) != torch.contiguous_format), \
             (tuple(t.shape), t.stride())
+
+
+def test_kernels_choice_is_checked_before_any_launch():
+    x = torch.empty(2, 8)
+    for call in (lambda: reimpl.layer_norm(x, (8,), kernels="fastest"),
+                 lambda: reimpl.rms_norm(x, (8,), kernels="Fast"),
+                 lambda: reimpl.native_layer_norm(x, (8,), kernels=None)):
+        with pytest.raises(ValueError, match="kernels must be one of"):
+            call()

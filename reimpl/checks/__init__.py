@@ -8,6 +8,10 @@ launch plans and the benchmarks, and the GPU's own step trace.
     bench.py                      ours against torch, CUDA-event medians
     gpu_trace.py                  the traced build's records, compared with the emulator's
 
-Imports: the public face and the mirror (reimpl.api, reimpl.mirror.layer_norm_kernel, reimpl.mirror.kernel_table, ...),
-reimpl.emulator (trace records), reimpl.device. Nothing below imports this package; the site does.
+    doctor.py                     the user's torch, CUDA, GPU and NVRTC against the pin
+    releases.py                   torch releases' own kernels under our host dispatch
+    ladder_errors.py, siblings_errors.py   the study kernels' measured errors
+
+Layer: checks. May import: emulator, public, fast, ladder, mirror, upstream, device.
+Nothing below imports this package; the site and the command line do.
 """

@@ -2,7 +2,8 @@
 
 Upstream's host code reaches these through globals (at::cuda::getCurrentCUDAStream(),
 getCurrentDeviceProperties(), the <<<...>>> launch). Our host mirror reaches them through
-`runtime.current`, which is either a `TorchCupyRuntime` (launches for real on torch's current
+`runtime.get()`, the runtime of the calling context (a `contextvars.ContextVar`, so threads and
+tasks never see each other's), which is either a `TorchCupyRuntime` (launches for real on torch's current
 stream, kernels loaded into CuPy from our NVRTC cubin) or a `RecordingRuntime` (records each launch;
 runs on a CPU-only machine, which is how launch plans are tested without a GPU).
 
@@ -12,6 +13,7 @@ A kernel here is a `reimpl.device.kernel_types.Kernel` (or anything with its `.n
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import ctypes
 import functools
 import os
@@ -111,10 +113,11 @@ class _DriverLaunch:
     """cuLaunchKernel (through CuPy's driver binding) on a CuPy-loaded function, with one
     preallocated argument block per kernel and thread: a launch costs a few stores and one call."""
 
-    def __init__(self, fn_ptr: int, kernel):
+    def __init__(self, fn, kernel):
         from cupy.cuda import driver
         self._launch = driver.launchKernel
-        self._fn = fn_ptr
+        self._owner = fn  # the CuPy Function keeps its Module, so the handle below stays loaded
+        self._fn = fn.ptr
         acc = ctypes.c_float if kernel.T_ACC.itemsize == 4 else ctypes.c_double
         self._kinds = [(_CTYPE_OF_KIND.get(k) or acc) for k in kernel.template.params]
         self._local = threading.local()
@@ -155,6 +158,10 @@ class TorchCupyRuntime:
         self._devices: dict[int, _DeviceState] = {}
         self._streams: dict[int, _Stream] = {}
         self._thread = threading.local()  # .ready: devices whose context is current in this thread
+        # compiling, loading and looking up happen once per device, kernel and source, whichever
+        # thread asks first; two threads racing here would load a module twice and drop one that
+        # the other's launcher still points into
+        self._load_lock = threading.RLock()
         self.record: list[Launch] | None = None  # set to a list to also record live launches
         self.compile_extra: tuple[str, ...] = ()  # NVRTC options beyond torch's (gpu_trace adds its switch)
         self.plans: dict = {}  # launch plans (reimpl/device/replay.py)
@@ -162,7 +169,8 @@ class TorchCupyRuntime:
     def _state(self, device: int) -> _DeviceState:
         st = self._devices.get(device)
         if st is None:
-            st = self._devices[device] = _DeviceState()
+            with self._load_lock:
+                st = self._devices.setdefault(device, _DeviceState())
         return st
 
     def getCurrentCUDAStream(self, device_index: int | None = None) -> int:
@@ -190,12 +198,31 @@ class TorchCupyRuntime:
         return loaded
 
     def _function(self, device: int, kernel):
+        """The launcher of `kernel` on `device`, made once (under the lock)."""
         st = self._state(device)
+        with self._load_lock:
+            launcher = st.functions.get(kernel)
+            if launcher is None:
+                launcher = st.functions[kernel] = self._make_launcher(device, kernel)
+        return launcher
+
+    def _make_launcher(self, device: int, kernel):
         prog, module = self._module(device, kernel.source)
         fn = module.get_function(prog.lowered[kernel.expr])
-        launcher = _DriverLaunch(fn.ptr, kernel) if self.launch_mode == "driver" else fn
-        st.functions[kernel] = launcher
-        return launcher
+        return _DriverLaunch(fn, kernel) if self.launch_mode == "driver" else fn
+
+    def _current_function(self, kernel):
+        """The launcher of `kernel` on the current device, that device's context current in this thread."""
+        device = self._get_device()
+        if device not in getattr(self._thread, "ready", ()):
+            self._ensure_context(device)
+        st = self._devices.get(device)
+        fn = st.functions.get(kernel) if st is not None else None
+        return fn if fn is not None else self._function(device, kernel)
+
+    def _signature(self, kernel, grid, args) -> tuple:
+        """(parameter kinds or None for the kernel's own, args) of a launch through CuPy's call."""
+        return None, args
 
     def allow_shared(self, kernel, nbytes: int) -> None:
         """Let `kernel` launch with `nbytes` of dynamic shared memory on the current device. Static
@@ -210,8 +237,9 @@ class TorchCupyRuntime:
         from cupy.cuda import driver
         fn = st.functions.get(kernel) or self._function(device, kernel)
         ptr = fn._fn if isinstance(fn, _DriverLaunch) else fn.ptr
-        driver.funcSetAttribute(ptr, 8, nbytes)  # 8: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-        st.shared[kernel] = nbytes
+        with self._load_lock:
+            driver.funcSetAttribute(ptr, 8, nbytes)  # 8: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            st.shared[kernel] = max(nbytes, st.shared.get(kernel, 0))
 
     def _load_module(self, device: int, source):
         import cupy
@@ -255,22 +283,16 @@ class TorchCupyRuntime:
         return launch
 
     def launch(self, kernel, grid, block, shared: int, stream: int, *args) -> None:
-        device = self._get_device()
-        ready = getattr(self._thread, "ready", ())
-        if device not in ready:
-            self._ensure_context(device)
-        st = self._devices.get(device)
-        fn = st.functions.get(kernel) if st is not None else None
-        if fn is None:
-            fn = self._function(device, kernel)
+        fn = self._current_function(kernel)
         grid, block = dim3(grid), dim3(block)
         if self.launch_mode == "driver":
             fn(grid, block, shared, stream, args)
         else:
+            kinds, args = self._signature(kernel, grid, args)
             s = self._streams.get(stream)
             if s is None:
-                s = self._streams[stream] = _Stream(stream)
-            fn(grid, block, _pack(kernel, args), shared_mem=shared, stream=s)
+                s = self._streams.setdefault(stream, _Stream(stream))
+            fn(grid, block, _pack(kernel, args, kinds), shared_mem=shared, stream=s)
         if self.record is not None:
             self.record.append(Launch(kernel.name, grid, block, int(shared), stream))
 
@@ -296,50 +318,51 @@ class CubinRuntime(TorchCupyRuntime):
             module.load(self.cubin)
         return None, module
 
-    def _function(self, device: int, kernel):
+    def _make_launcher(self, device: int, kernel):
         mangled = self.functions.get(kernel.expr)
         if mangled is None:
             raise KernelMissing(f"{kernel.name} is not instantiated in this build")
         _, module = self._module(device, kernel.source)
-        fn = self._state(device).functions[kernel] = module.get_function(mangled)
-        return fn
+        return module.get_function(mangled)
 
-    def launch(self, kernel, grid, block, shared: int, stream: int, *args) -> None:
-        device = self._get_device()
-        if device not in getattr(self._thread, "ready", ()):
-            self._ensure_context(device)
-        st = self._devices.get(device)
-        fn = st.functions.get(kernel) if st is not None else None
-        if fn is None:
-            fn = self._function(device, kernel)
-        grid, block = dim3(grid), dim3(block)
-        kinds = None
-        if self.adapt is not None:
-            kinds, args = self.adapt(kernel, grid, args)
-        s = self._streams.get(stream)
-        if s is None:
-            s = self._streams[stream] = _Stream(stream)
-        fn(grid, block, _pack(kernel, args, kinds), shared_mem=shared, stream=s)
-        if self.record is not None:
-            self.record.append(Launch(kernel.name, grid, block, int(shared), stream))
+    def _signature(self, kernel, grid, args) -> tuple:
+        return self.adapt(kernel, grid, args) if self.adapt is not None else (None, args)
 
 
-current: RecordingRuntime | TorchCupyRuntime | None = None
+# The runtime the host mirror launches through, per context: each thread (and each asyncio task)
+# sees its own, so a thread running reimpl.fast never hands its runtime to one running the mirror,
+# and a launch plan's recorder is seen only by the call that is recording.
+_current: contextvars.ContextVar = contextvars.ContextVar("reimpl_runtime", default=None)
+_default: TorchCupyRuntime | None = None
+_default_lock = threading.Lock()
+
+
+def current() -> RecordingRuntime | TorchCupyRuntime | None:
+    """The runtime `use` set in this context, or None where none is set (the default applies)."""
+    return _current.get()
+
+
+def default() -> TorchCupyRuntime:
+    """The process-wide mirror runtime: the mirror's own kernels on torch's current stream."""
+    global _default
+    if _default is None:
+        with _default_lock:
+            if _default is None:
+                _default = TorchCupyRuntime()
+    return _default
 
 
 def get() -> RecordingRuntime | TorchCupyRuntime:
-    global current
-    if current is None:
-        current = TorchCupyRuntime()
-    return current
+    """What upstream reaches through its globals: the runtime of this context, else the default."""
+    rt = _current.get()
+    return rt if rt is not None else default()
 
 
 @contextlib.contextmanager
 def use(rt):
-    """Run the host mirror against `rt` (e.g. a RecordingRuntime) inside the block."""
-    global current
-    saved, current = current, rt
+    """Run the host mirror against `rt` (e.g. a RecordingRuntime) inside the block, in this context only."""
+    token = _current.set(rt)
     try:
         yield rt
     finally:
-        current = saved
+        _current.reset(token)

@@ -1,22 +1,16 @@
 """The fast forward kernel (reimpl/fast/cuda/fast_layer_norm.cu) as kernel objects, its launch
-configuration, the reciprocal table, and `FastRuntime`: a runtime that runs the mirror's host code
-unchanged and, where that code launches torch's `vectorized_layer_norm_kernel` or
-`layer_norm_grad_input_kernel_vectorized`, launches ours (the grad-input ones from grad_input.py)
-with the same arguments instead. So "which inputs take a fast kernel" has one definition, the
-mirror's host code: exactly the inputs torch sends to its vectorized kernels.
+plan (which instance, grid and block for M rows of N), and the reciprocal table it reads.
+reimpl/fast/runtime.py decides when it runs.
 """
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import numpy as np
 
-from ..device import runtime
 from ..device.compile import CudaSource
 from ..device.kernel_types import KernelTemplate
 from ..mirror import kernel_table as K
-from . import grad_input
 
 REGISTER_VECTORS = (8, 16, 32)  # R: vectors per thread kept in registers (N > 2048); 0: stream the row
 WARP_VECTORS = (1, 2, 4)  # RW: the warp kernel's vectors per virtual thread (N <= 2048)
@@ -109,47 +103,9 @@ def takes(has_gamma: bool, has_beta: bool, rms: bool) -> bool:
     return not (has_beta and not has_gamma and not rms)
 
 
-class FastRuntime(runtime.TorchCupyRuntime):
-    """TorchCupyRuntime that swaps torch's vectorized forward and grad-input kernels for ours."""
-
-    def __init__(self):
-        super().__init__()
-        self._tables: dict[int, object] = {}
-        self._lock = threading.Lock()
-        self.fast_launches = 0  # forward
-        self.fast_grad_launches = 0  # dX
-
-    def reciprocals(self, device: int):
-        """rcp[c] = 1.f / c (c = 1 .. MAX_COUNT), correctly rounded: NumPy's float32 division is IEEE,
-        and so is the `1.f / new_count` torch's kernel computes, so every entry is torch's value."""
-        t = self._tables.get(device)
-        if t is None:
-            import torch
-            with self._lock:
-                counts = np.arange(MAX_COUNT + 1, dtype=np.float32)
-                with np.errstate(divide="ignore"):
-                    rcp = np.float32(1) / counts  # rcp[0] = inf, never read
-                t = self._tables[device] = torch.from_numpy(rcp).to(f"cuda:{device}")
-        return t
-
-    def launch(self, kernel, grid, block, shared: int, stream: int, *args) -> None:
-        if kernel.template is K.layer_norm_grad_input_kernel_vectorized:
-            T, _, rms = kernel.targs
-            dY, X, mean, rstd, gamma, dX, N = args
-            M = runtime.dim3(grid)[0]  # torch launches one block per row
-            fast, fgrid, fblock, fshared = grad_input.plan(T, rms, gamma != 0, M, N)
-            self.fast_grad_launches += 1
-            self.allow_shared(fast, fshared)
-            return super().launch(fast, fgrid, fblock, fshared, stream, *args, M)
-        if kernel.template is not K.vectorized_layer_norm_kernel:
-            return super().launch(kernel, grid, block, shared, stream, *args)
-        T, _, rms = kernel.targs
-        N, eps, X, gamma, beta, mean, rstd, Y = args
-        if not takes(gamma != 0, beta != 0, rms):
-            return super().launch(kernel, grid, block, shared, stream, *args)
-        M = runtime.dim3(grid)[0]  # torch launches one block per row
-        sms = self.getCurrentDeviceProperties()["multiProcessorCount"]
-        fast, fgrid, fblock = plan(T, rms, gamma != 0, beta != 0, M, N, sms)
-        table = self.reciprocals(self._get_device())
-        self.fast_launches += 1
-        super().launch(fast, fgrid, fblock, 0, stream, N, eps, X, gamma, beta, mean, rstd, Y, table.data_ptr(), M)
+def reciprocal_table() -> np.ndarray:
+    """rcp[c] = 1.f / c (c = 1 .. MAX_COUNT), correctly rounded: NumPy's float32 division is IEEE,
+    and so is the `1.f / new_count` torch's kernel computes, so every entry is torch's value."""
+    counts = np.arange(MAX_COUNT + 1, dtype=np.float32)
+    with np.errstate(divide="ignore"):
+        return np.float32(1) / counts  # rcp[0] = inf, never read

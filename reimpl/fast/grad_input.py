@@ -1,6 +1,6 @@
 """The fast grad-input kernels (reimpl/fast/cuda/fast_grad_input.cu) as kernel objects, and their
 launch plan. They take torch's `layer_norm_grad_input_kernel_vectorized` arguments, in its order,
-plus the row count M; `FastRuntime` (kernel.py) launches them in its place.
+plus the row count M; `FastRuntime` (runtime.py) launches them in its place.
 """
 from __future__ import annotations
 

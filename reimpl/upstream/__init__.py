@@ -4,5 +4,9 @@
                   section, docs anchor) and the check that source comments agree with it
     fetch.py      download the pinned upstream files into .cache/upstream/ and verify their sha256
 
-Imports: the standard library only (torch, lazily, to read its bundled headers).
+    releases.py   each newer torch release's own layer_norm_kernel.cu kernels, read off its wheel
+    dispatch.py   what is known of newer releases' host dispatch
+
+Layer: upstream. May import: device.
+(cubin reading, for releases.py; torch lazily, to read its bundled headers.)
 """
