@@ -3,7 +3,6 @@
 runtime of its own, and each records exactly the launches that the same cases make when run one at
 a time, and none of another thread's; a thread that sets no runtime sees none set."""
 import json
-import sys
 import threading
 from pathlib import Path
 
@@ -11,6 +10,8 @@ from reimpl.checks.cases import Case
 from reimpl.checks.cases_backward import BackwardCase
 from reimpl.checks.plan import host_launches
 from reimpl.device import runtime
+
+from .thread_helpers import run_together
 
 REF = Path(__file__).resolve().parents[1] / "reference"
 FORWARD = json.loads((REF / "torch_launches_forward.json").read_text())["cases"][:48]
@@ -25,28 +26,14 @@ def _cases():
 def test_threads_record_only_their_own_launches():
     cases = _cases()
     alone = [host_launches(c) for c in cases]  # one at a time
-    start = threading.Barrier(THREADS)
     got: dict[int, list] = {}
-    errors = []
 
-    def work(k):
-        try:
-            mine = cases[k::THREADS]
-            start.wait()
-            got[k] = [host_launches(c) for c in mine]
-        except BaseException as e:  # reported below, with the thread's index
-            errors.append((k, e))
+    def work(k, start):
+        mine = cases[k::THREADS]
+        start.wait()
+        got[k] = [host_launches(c) for c in mine]
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(THREADS)]
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)  # switch threads often, so that their host calls interleave
-    try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        sys.setswitchinterval(interval)
+    errors = run_together(work, THREADS)
     assert not errors, errors
     for k in range(THREADS):
         assert got[k] == alone[k::THREADS], f"thread {k} recorded other launches than its cases make alone"

@@ -333,8 +333,23 @@ class CubinRuntime(TorchCupyRuntime):
 # sees its own, so a thread running reimpl.fast never hands its runtime to one running the mirror,
 # and a launch plan's recorder is seen only by the call that is recording.
 _current: contextvars.ContextVar = contextvars.ContextVar("reimpl_runtime", default=None)
-_default: TorchCupyRuntime | None = None
-_default_lock = threading.Lock()
+
+
+class Shared:
+    """One process-wide instance of `make()`, made by whichever thread asks first (a runtime holds
+    loaded modules and plans: two would load everything twice)."""
+
+    def __init__(self, make):
+        self._make, self._made, self._lock = make, None, threading.Lock()
+
+    def __call__(self):
+        made = self._made
+        if made is None:
+            with self._lock:
+                if self._made is None:
+                    self._made = self._make()
+                made = self._made
+        return made
 
 
 def current() -> RecordingRuntime | TorchCupyRuntime | None:
@@ -342,14 +357,8 @@ def current() -> RecordingRuntime | TorchCupyRuntime | None:
     return _current.get()
 
 
-def default() -> TorchCupyRuntime:
-    """The process-wide mirror runtime: the mirror's own kernels on torch's current stream."""
-    global _default
-    if _default is None:
-        with _default_lock:
-            if _default is None:
-                _default = TorchCupyRuntime()
-    return _default
+# The process-wide mirror runtime: the mirror's own kernels on torch's current stream.
+default = Shared(TorchCupyRuntime)
 
 
 def get() -> RecordingRuntime | TorchCupyRuntime:

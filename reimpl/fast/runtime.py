@@ -56,15 +56,5 @@ class FastRuntime(runtime.TorchCupyRuntime):
         super().launch(fast, fgrid, fblock, 0, stream, N, eps, X, gamma, beta, mean, rstd, Y, table.data_ptr(), M)
 
 
-_RUNTIME: FastRuntime | None = None
-_RUNTIME_LOCK = threading.Lock()
-
-
-def fast_runtime() -> FastRuntime:
-    """The process-wide FastRuntime (its kernels and reciprocal tables are loaded once per device)."""
-    global _RUNTIME
-    if _RUNTIME is None:
-        with _RUNTIME_LOCK:
-            if _RUNTIME is None:
-                _RUNTIME = FastRuntime()
-    return _RUNTIME
+# The process-wide FastRuntime (its kernels and reciprocal tables are loaded once per device).
+fast_runtime = runtime.Shared(FastRuntime)

@@ -3,9 +3,6 @@ LayerNorm and RMSNorm, forward and backward (through autograd, and nn modules of
 side), starting together with no launch plan made yet, so that first calls (the host mirror in full,
 recording a plan) and replays interleave across threads. Every output and gradient is bit-identical
 to torch's, computed in the same thread on the same stream."""
-import sys
-import threading
-
 import pytest
 import torch
 
@@ -13,6 +10,8 @@ import reimpl
 from reimpl import fast
 from reimpl.checks.parity import bit_mismatches
 from reimpl.device import runtime
+
+from ..thread_helpers import run_together
 
 pytestmark = pytest.mark.gpu
 
@@ -59,48 +58,35 @@ def _modules(N, dtype):
     return ref, mirror, quick
 
 
-def _work(k: int, start: threading.Barrier, mismatches: list, errors: list):
-    try:
-        stream = torch.cuda.Stream()
-        gen = torch.Generator(device="cuda").manual_seed(k)
-        with torch.cuda.stream(stream):
-            start.wait()
-            for r in range(ROUNDS):
-                M, N, dtype = SHAPES[(k + r) % len(SHAPES)]
-                kind = ("ln", "rms")[(k + r) % 2]
-                kernels = ("mirror", "fast")[(k // 2 + r) % 2]
-                x = torch.randn(M, N, device="cuda", generator=gen).to(dtype)
-                w = torch.randn(N, device="cuda", generator=gen).to(dtype)
-                b = torch.randn(N, device="cuda", generator=gen).to(dtype)
-                dy = torch.randn(M, N, device="cuda", generator=gen).to(dtype)
-                ours, theirs = _ours_and_torch(kind, kernels, x, w, b, dy)
-                ref, mirror, quick = _modules(N, dtype)
-                want = ref(x)
-                ours += [mirror(x), quick(x)]
-                theirs += [want, want]
-                for a, t in zip(ours, theirs):
-                    mismatches.append((k, r, kind, kernels, bit_mismatches(a.detach(), t.detach())))
-            stream.synchronize()
-    except BaseException as e:  # reported by the test, with the thread's index
-        errors.append((k, repr(e)))
+def _work(k: int, start, mismatches: list):
+    stream = torch.cuda.Stream()
+    gen = torch.Generator(device="cuda").manual_seed(k)
+    with torch.cuda.stream(stream):
+        start.wait()
+        for r in range(ROUNDS):
+            M, N, dtype = SHAPES[(k + r) % len(SHAPES)]
+            kind = ("ln", "rms")[(k + r) % 2]
+            kernels = ("mirror", "fast")[(k // 2 + r) % 2]
+            x = torch.randn(M, N, device="cuda", generator=gen).to(dtype)
+            w = torch.randn(N, device="cuda", generator=gen).to(dtype)
+            b = torch.randn(N, device="cuda", generator=gen).to(dtype)
+            dy = torch.randn(M, N, device="cuda", generator=gen).to(dtype)
+            ours, theirs = _ours_and_torch(kind, kernels, x, w, b, dy)
+            ref, mirror, quick = _modules(N, dtype)
+            want = ref(x)
+            ours += [mirror(x), quick(x)]
+            theirs += [want, want]
+            for a, t in zip(ours, theirs):
+                mismatches.append((k, r, kind, kernels, bit_mismatches(a.detach(), t.detach())))
+        stream.synchronize()
 
 
 def test_eight_threads_on_their_own_streams_mix_mirror_and_fast():
     runtime.default().plans.clear()
     fast.fast_runtime().plans.clear()
     before = (fast.fast_runtime().fast_launches, fast.fast_runtime().fast_grad_launches)
-    start = threading.Barrier(THREADS)
-    mismatches, errors = [], []
-    threads = [threading.Thread(target=_work, args=(k, start, mismatches, errors)) for k in range(THREADS)]
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)  # switch threads often, so that host calls interleave
-    try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        sys.setswitchinterval(interval)
+    mismatches = []
+    errors = run_together(lambda k, start: _work(k, start, mismatches), THREADS)
     assert not errors, errors
     # LayerNorm: y, dx, dw, db and the two modules' outputs; RMSNorm has no db
     assert len(mismatches) == sum(6 if (k + r) % 2 == 0 else 5 for k in range(THREADS) for r in range(ROUNDS))
