@@ -1,4 +1,4 @@
-"""Host time per call, ours beside torch in one run, and where ours goes (issue 13's host path).
+"""Host time per call, ours beside torch in one run, and where ours goes.
 Writes OUT.json: the environment stamp, per-call host microseconds (median of rounds of back-to-back
 calls, the GPU idle enough to keep up) for the aten-level and functional calls, a module's forward
 with autograd, a forward+backward step, the same calls with launch plans switched off (the full host
