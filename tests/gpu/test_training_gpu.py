@@ -242,20 +242,30 @@ def _train_step(model, x):
     return [y] + [p.grad for p in model.parameters()]
 
 
+@pytest.mark.parametrize("kernels", ["mirror", "fast"])
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
-def test_compile_fullgraph_gives_eager_bits(backend):
+def test_compile_fullgraph_gives_eager_bits(backend, kernels):
+    """Compiled, the model gives eager's bits; with the fast kernels (reimpl.fast.use_fast) the
+    compiled graph runs them in both passes: the ops carry `kernels` from forward to backward."""
+    from reimpl import fast
     torch.manual_seed(0)
     model = Block()
+    if kernels == "fast":
+        fast.use_fast(model)
     x = torch.randn(64, 256, device="cuda")
     eager = _train_step(model, x)
     torch._dynamo.reset()
     explanation = torch._dynamo.explain(model)(x)
     assert explanation.graph_break_count == 0, explanation.break_reasons
     compiled = torch.compile(model, fullgraph=True, backend=backend)
+    _train_step(compiled, x)  # compiles
+    before = (fast.fast_runtime().fast_launches, fast.fast_runtime().fast_grad_launches)
     got = _train_step(compiled, x)
     names = ["y"] + [n for n, _ in model.named_parameters()]
     for name, u, v in zip(names, got, eager):
         _same(u, v, name)
+    ran_fast = (fast.fast_runtime().fast_launches > before[0], fast.fast_runtime().fast_grad_launches > before[1])
+    assert ran_fast == ((True, True) if kernels == "fast" else (False, False))
 
 
 def test_compile_under_autocast_gives_eager_bits():
