@@ -115,6 +115,21 @@ def _cmd_record(args) -> int:
     return 0
 
 
+def _trace_inputs(case):
+    """None where torch is installed: the case makes its inputs with torch's CPU generator. Without
+    torch, their twins from reimpl/emulator/case_inputs.py (the same bits; (grad_out, x, weight, bias)
+    for a backward case, (x, weight, bias) for a forward one)."""
+    import importlib.util
+    if importlib.util.find_spec("torch") is not None:
+        return None
+    from .checks.cases_backward import DY_SEED_SALT, BackwardCase
+    from .emulator import case_inputs
+    x, w, b = case_inputs.make_inputs(case)
+    if isinstance(case, BackwardCase):
+        return case_inputs.make_grad_out(case, case.seed + DY_SEED_SALT), x, w, b
+    return x, w, b
+
+
 def _cmd_trace(args) -> int:
     """Emulate a small case on the CPU and print its step trace (reimpl/emulator/trace.py)."""
     from . import emulator
@@ -126,9 +141,9 @@ def _cmd_trace(args) -> int:
     if args.backward:
         case = dataclasses.replace(case, dy_values=args.dy_values)
     if args.backward:  # grad_out from the case; mean and rstd from the emulated forward (not traced)
-        run = functools.partial(emulator.run_backward_case, case, *emulator.backward_args(case))
+        run = functools.partial(emulator.run_backward_case, case, *emulator.backward_args(case, _trace_inputs(case)))
     else:
-        run = functools.partial(emulator.run_case, case, *case.make_inputs("cpu"))
+        run = functools.partial(emulator.run_case, case, *(_trace_inputs(case) or case.make_inputs("cpu")))
     stop = contextlib.nullcontext()
     if args.break_at:
         name, _, nth = args.break_at.partition(":")

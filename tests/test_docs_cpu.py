@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from reimpl.docsite import parity_tables, source_links
 from reimpl.docsite import render as docs_render
 from reimpl.upstream import manifest
 from reimpl.docsite.links import check_site, parse
@@ -97,26 +98,26 @@ def test_symbol_not_yet_in_manifest_renders_a_note_and_no_include():
 
 def test_snippet_reference_for_names_snippets_cannot_parse():
     """pymdownx.snippets' section names start with a letter; `_name` sections are included by line range."""
-    ref = docs_render.snippet_ref("reimpl/mirror/layer_norm_kernel.py", "_fused_rms_norm_cuda")
+    ref = source_links.snippet_ref("reimpl/mirror/layer_norm_kernel.py", "_fused_rms_norm_cuda")
     file, a, b = ref.split(":")
     lines = (ROOT / file).read_text().splitlines()
     assert "[start:_fused_rms_norm_cuda]" in lines[int(a) - 2] and "[end:_fused_rms_norm_cuda]" in lines[int(b)]
-    assert docs_render.snippet_ref("reimpl/mirror/cuda/layer_norm_kernel.cu", "compute_stats").endswith(":compute_stats")
+    assert source_links.snippet_ref("reimpl/mirror/cuda/layer_norm_kernel.cu", "compute_stats").endswith(":compute_stats")
     with pytest.raises(ValueError):
-        docs_render.snippet_ref("reimpl/mirror/layer_norm_kernel.py", "_no_such_section")
+        source_links.snippet_ref("reimpl/mirror/layer_norm_kernel.py", "_no_such_section")
 
 
 def test_parity_page_renders_committed_numbers(monkeypatch, tmp_path):
     forward = json.loads((ROOT / "results/gpu_suite_forward.json").read_text())
-    text = docs_render.parity()
+    text = parity_tables.parity()
     assert f"{forward['totals']['elements_compared']:,}" in text and forward["device"] in text
-    monkeypatch.setattr(docs_render, "RESULTS", tmp_path)
-    assert docs_render.parity().count("Not yet measured") == 2
+    monkeypatch.setattr(parity_tables, "RESULTS", tmp_path)
+    assert parity_tables.parity().count("Not yet measured") == 2
 
 
 def test_numerics_example_renders_file_or_says_not_measured(monkeypatch, tmp_path):
-    monkeypatch.setattr(docs_render, "RESULTS", tmp_path)
-    assert "Not yet measured" in docs_render.numerics_example()
+    monkeypatch.setattr(parity_tables, "RESULTS", tmp_path)
+    assert "Not yet measured" in parity_tables.numerics_example()
     row = {"index": 3, "aligned": "0x3f800000", "offset": "0x3f800001", "aligned_value": "1.0",
            "offset_value": "1.0000001", "x": "0.5"}
     (tmp_path / "numerics_example.json").write_text(json.dumps({
@@ -124,5 +125,5 @@ def test_numerics_example_renders_file_or_says_not_measured(monkeypatch, tmp_pat
         "eps": 1e-5, "kernels": {"aligned": ["vectorized_layer_norm_kernel"], "offset": ["RowwiseMomentsCUDAKernel"]},
         "counts": {"out": 1, "mean": 0, "rstd": 0}, "numel": {"out": 8, "mean": 1, "rstd": 1},
         "diffs": {"out": [row], "mean": [], "rstd": []}}))
-    text = docs_render.numerics_example()
+    text = parity_tables.numerics_example()
     assert "0x3f800001" in text and "seed 7" in text and "Not yet measured" not in text

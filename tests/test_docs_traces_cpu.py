@@ -10,6 +10,7 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 
+from reimpl.docsite import trace_collect, trace_tables, trace_tree_svg, trace_trees
 from reimpl.docsite import traces as docs_traces
 from reimpl import emulator
 from reimpl.checks.cases_backward import BackwardCase
@@ -102,9 +103,9 @@ def _fresh_backward(case):
 
 
 def _fresh(directive: str):
-    """The steps of the directive's kernel and block, from an emulation made here (not docs_traces')."""
-    opts = docs_traces.parse_directive(directive)
-    case = docs_traces.case_of(opts)
+    """The steps of the directive's kernel and block, from an emulation made here (not trace_collect's)."""
+    opts = trace_collect.parse_directive(directive)
+    case = trace_collect.case_of(opts)
     if isinstance(case, BackwardCase):
         tr, _ = _fresh_backward(case)
     else:
@@ -150,7 +151,7 @@ def test_table_numbers_equal_a_fresh_emulation():
             for kind, pos, thread, name, bits, text in box["cells"]:
                 assert steps[pos].kind == kind
                 v = steps[pos].values[name][thread]
-                assert docs_traces.bits_hex(v) == bits, (page, kind, pos, thread, name)
+                assert trace_tables.bits_hex(v) == bits, (page, kind, pos, thread, name)
                 back = np.asarray(int(text) if np.issubdtype(v.dtype, np.integer) else float(text), v.dtype)
                 assert back == v or (np.isnan(back) and np.isnan(v)), (page, kind, pos, thread, name, text)
                 checked += 1
@@ -173,7 +174,7 @@ def test_tree_edges_are_the_traces_partner_and_slot_fields():
                 elif edge in ("slot", "hop"):
                     # the slot this thread read was last written, before this read, by `src`
                     slot = int(s.aux[dst])
-                    w = next(steps[j] for j in range(pos - 1, -1, -1) if docs_traces._aux(steps[j].kind) == "slot"
+                    w = next(steps[j] for j in range(pos - 1, -1, -1) if trace_collect.aux_of(steps[j].kind) == "slot"
                              and steps[j].kind != kind and (steps[j].active & (steps[j].aux == slot)).any())
                     assert slot != trace.AUX_NONE and w.active[src] and int(w.aux[src]) == slot, \
                         (box["directive"], kind, pos, dst)
@@ -186,7 +187,7 @@ def test_tree_of_a_1x64_row_links_lane_0_to_lane_16_then_8_4_2_1():
     """N = 64: only lanes 0..15 of warp 0 hold elements. The tree still has lane 0 take lane 16 in the
     round with offset 16 (an empty state, drawn as a grey dot), then lanes 8, 4, 2, 1."""
     _, steps = _fresh("op=layer_norm dtype=fp32 shape=1,64 kernel=vectorized_layer_norm_kernel")
-    svg = docs_traces.tree(steps)
+    svg = trace_tree_svg.tree(steps)
     edges = re.findall(r"data-kind='shfl_down' data-index='(\d)' data-pos='\d+' data-from='(\d+)' data-to='0' "
                        r"data-edge='partner'", svg)
     assert sorted((int(i), int(f)) for i, f in edges) == [(0, 16), (1, 8), (2, 4), (3, 2), (4, 1)]
@@ -200,7 +201,7 @@ def test_tables_render_any_kind_generically(monkeypatch):
     monkeypatch.setitem(trace.KINDS, "made_up", (99, "someDeviceFunction", "column", ("alpha", "beta")))
     s = trace.Step("k<float>", 0, "made_up", 2, "j = 7", np.array([True, True, False]), np.array([5, 6, -1]),
                    {"alpha": np.float32([1.5, 2.5, 0]), "beta": np.float64([0.25, -1, 0])})
-    html = docs_traces.table("made_up", [s], [0, 1, 2], (3, 1, 1))
+    html = trace_tables.table("made_up", [s], [0, 1, 2], (3, 1, 1))
     assert "<th>column</th>" in html and "<th>alpha</th>" in html and "<th>beta</th>" in html
     assert 'data-thread="2"' not in html and 'data-bits="3fc00000"' in html and 'data-bits="3fd0000000000000"' in html
 
@@ -252,11 +253,11 @@ def test_backward_directives_run_the_backward_emulator():
     boxes = _backward_boxes()
     assert len(boxes) == sum(BACKWARD.values())
     for page, box in boxes:
-        opts = docs_traces.parse_directive(box["directive"])
-        case = docs_traces.case_of(opts)
+        opts = trace_collect.parse_directive(box["directive"])
+        case = trace_collect.case_of(opts)
         assert isinstance(case, BackwardCase) and case.id == box["case"] and "-bwd-" in case.id
         assert {c[0] for c in box["cells"]} <= set(trace.KINDS) and all(trace.KINDS[c[0]][0] >= 20 for c in box["cells"])
-    kernels = {docs_traces.parse_directive(b["directive"])["kernel"] for _, b in boxes}
+    kernels = {trace_collect.parse_directive(b["directive"])["kernel"] for _, b in boxes}
     assert kernels == {"layer_norm_grad_input_kernel", "layer_norm_grad_input_kernel_vectorized",
                        "GammaBetaBackwardCUDAKernelTemplate"}
     assert any("op=rms_norm" in b["directive"] for _, b in boxes)
@@ -271,8 +272,8 @@ def test_backward_outputs_are_the_backward():
     to rounding for LayerNorm, and the textbook formula's for RMSNorm (torch has no CPU kernel)."""
     for directive in ("backward=1 op=layer_norm dtype=fp32 shape=2,402 kernel=layer_norm_grad_input_kernel",
                       "backward=1 op=rms_norm dtype=fp32 shape=3,64 weight=0 kernel=layer_norm_grad_input_kernel"):
-        case = docs_traces.case_of(docs_traces.parse_directive(directive))
-        ex = docs_traces.emulate(case)
+        case = trace_collect.case_of(trace_collect.parse_directive(directive))
+        ex = trace_collect.emulate(case)
         _, fresh = _fresh_backward(case)
         assert len(ex.outputs) == len(fresh)
         for a, b in zip(ex.outputs, fresh):
@@ -294,24 +295,24 @@ def test_grad_input_reduction_calls_are_drawn_separately():
     call's result."""
     directive = "backward=1 op=layer_norm dtype=fp32 shape=1,512 kernel=layer_norm_grad_input_kernel_vectorized"
     _, steps = _fresh(directive)
-    cs = docs_traces.calls(steps)
+    cs = trace_trees.calls(steps)
     assert len(cs) == 2 and cs[0][1] < cs[1][0]
     sums = next(s for s in steps if s.kind == "gi_sums")
     for k, (first, last) in enumerate(cs, 1):
         assert steps[first].kind == "sum_shfl_down" and steps[last].kind == "sum_shfl_down"
-        svg = docs_traces.tree(steps, call=k, focus=0)
+        svg = trace_tree_svg.tree(steps, call=k, focus=0)
         assert f"data-call='{k}'" in svg and f"data-leaves='gi_sums.stats_x{k}'" in svg
         pos = {int(p) for p in re.findall(r"class='trt-edge' data-kind='\w+' data-index='\d+' data-pos='(\d+)'", svg)}
         assert pos and min(pos) >= first and max(pos) <= last
         leaves = re.findall(r"data-thread='(\d+)' data-kind='leaf' data-pos='-1' data-row='\d+' data-bits='val:(\w+)'", svg)
         assert len(leaves) == 32
         for t, bits in leaves:
-            assert bits == docs_traces.bits_hex(sums.values[f"stats_x{k}"][int(t)])
+            assert bits == trace_tables.bits_hex(sums.values[f"stats_x{k}"][int(t)])
         root = re.search(r"data-thread='0' data-kind='sum_shfl_down' data-pos='(\d+)' data-row='\d+' "
                          r"data-bits='val:(\w+)'><title>[^<]*</title><circle class='trt-root'", svg)
-        assert int(root.group(1)) == last and root.group(2) == docs_traces.bits_hex(steps[last].values["val"][0])
+        assert int(root.group(1)) == last and root.group(2) == trace_tables.bits_hex(steps[last].values["val"][0])
     with pytest.raises(ValueError, match="call=1"):
-        docs_traces.build_tree(steps)
+        trace_trees.build_tree(steps)
     # the page: two trees, one per call, with disjoint steps
     box = next(b for b in _boxes("upstream/block_reduce") if "sum_smem_write,sum_smem_read" in b["directive"])
     assert [t["call"] for t in box["trees"]] == [1, 2]
@@ -332,7 +333,7 @@ def test_reduction_calls_of_each_kernel():
               "backward=1 op=rms_norm dtype=fp16 shape=3,40 kernel=GammaBetaBackwardCUDAKernelTemplate": 0}
     for directive, n in expect.items():
         _, steps = _fresh(directive)
-        assert len(docs_traces.calls(steps)) == n, directive
+        assert len(trace_trees.calls(steps)) == n, directive
 
 
 def test_gamma_beta_tree_is_one_columns_sum():
@@ -347,15 +348,15 @@ def test_gamma_beta_tree_is_one_columns_sum():
     leaves = {n[1]: n[3] for n in t["nodes"] if n[0] == "leaf"}
     assert sorted(leaves) == [32 * y for y in range(8)] and t["leaves"] == "gb_sums"
     for th, bits in leaves.items():
-        assert bits == {"dg": docs_traces.bits_hex(sums.values["dg_sum"][th]),
-                        "db": docs_traces.bits_hex(sums.values["db_sum"][th])}
+        assert bits == {"dg": trace_tables.bits_hex(sums.values["dg_sum"][th]),
+                        "db": trace_tables.bits_hex(sums.values["db_sum"][th])}
     hops = sorted((e[2], e[3]) for e in t["edges"] if e[4] == "hop")
     assert hops == [(32 * y, y) for y in range(8)]
     xor = sorted((steps[e[1]].index, e[2], e[3]) for e in t["edges"] if e[4] == "partner")
     assert [(i, f) for i, f, to in xor if to == 0] == [(0, 4), (1, 2), (2, 1)]
     out = next(s for s in steps if s.kind == "gb_out")
     root = next(n for n in t["nodes"] if n[1] == 0 and n[0] == "gb_shfl_xor" and n[2] == max(e[1] for e in t["edges"]))
-    assert root[3] == {"dg": docs_traces.bits_hex(out.values["dg"][0]), "db": docs_traces.bits_hex(out.values["db"][0])}
+    assert root[3] == {"dg": trace_tables.bits_hex(out.values["dg"][0]), "db": trace_tables.bits_hex(out.values["db"][0])}
 
 
 def test_tile_without_a_reduction_says_so():
@@ -386,7 +387,7 @@ def test_rerun_command_prints_the_same_steps(capsys):
 
 def test_backward_options_need_backward():
     with pytest.raises(ValueError, match="backward=1"):
-        docs_traces.parse_directive("op=layer_norm dtype=fp32 shape=2,8 kernel=x mask=1,0,0")
+        trace_collect.parse_directive("op=layer_norm dtype=fp32 shape=2,8 kernel=x mask=1,0,0")
     with pytest.raises(ValueError, match="call=3"):
         docs_traces.trace_block("backward=1 op=layer_norm dtype=fp32 shape=2,8 "
                                 "kernel=layer_norm_grad_input_kernel_vectorized call=3")

@@ -128,7 +128,7 @@ def test_rows_sweep_matches_the_rule():
     M; if the rule changes, the measurement (and the page's bold cells) must be redone."""
     import json
     from pathlib import Path
-    from reimpl.docsite import ladder_tables
+    from reimpl.docsite import fast_tables
     d = json.loads((Path(__file__).resolve().parents[1] / "results" / "fast_rows_sweep.json").read_text())
     checked = 0
     for r in d["rows"]:
@@ -136,7 +136,7 @@ def test_rows_sweep_matches_the_rule():
         assert r["plan_rows"] == F.rows_per_warp(T, 2, True, r["M"], d["sms"]), r
         checked += 1
     assert checked >= 2 * 13 * 5
-    table = ladder_tables.fast_rows_sweep()
+    table = fast_tables.fast_rows_sweep()
     line = next(row for row in table.splitlines() if row.startswith("| bf16 | 4096 |"))
     cells = [c.strip() for c in line.strip("|").split("|")][3:]  # LN 2, LN 4, RMS 2, RMS 4
     assert [c.startswith("**") for c in cells] == [False, True, False, True], line
@@ -146,9 +146,9 @@ def test_speed_tables_hold_both_timing_methods():
     """The forward's and dX's committed benchmarks hold every shape, kernel and dtype under both
     timing methods, and the page's directives pick them by name (an unknown method is an error)."""
     from reimpl.checks.bench import FAST_SHAPES, METHODS, cells
-    from reimpl.docsite import ladder_tables as L
+    from reimpl.docsite import fast_tables as L
     for path in (L.FAST, L.FAST_GRAD):
-        d = L._load(path)
+        d = L.load(path)
         assert set(d["methods"]) == set(METHODS)
         # the copy's rows in the order the scripts time them: the grid the scripts run is the one recorded
         assert [(r["method"], r["dtype"], r["M"], r["N"]) for r in d["rows"] if r["kernel"] == "copy"] == \
@@ -167,10 +167,10 @@ def test_speed_tables_hold_both_timing_methods():
 def test_ncu_results_cover_every_shape():
     """results/ncu_fast_{forward,grad}.json profile torch's kernel and ours on the ten benchmark
     shapes; the l2 pass profiles a copy, torch's dX and ours on four."""
-    from reimpl.docsite import ladder_tables as L
+    from reimpl.docsite import fast_tables as L
     for what, kernels, n in (("forward", {"torch", "reimpl.fast"}, 10), ("grad", {"torch", "reimpl.fast"}, 10),
                              ("l2", {"copy", "torch", "reimpl.fast"}, 4)):
-        d = L._load(L.NCU[what])
+        d = L.load(L.NCU[what])
         assert d["command"] == f"PASS={what} OUT=dir bash scripts/gpu/ncu_fast.sh"
         shapes = {(c["dtype"], c["M"], c["N"]) for c in d["cases"]}
         assert len(shapes) == n and len(d["cases"]) == n * len(kernels), what

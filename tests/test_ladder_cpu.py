@@ -1,17 +1,51 @@
-"""CPU: the ladder's CUDA compiles for sm_90 through the mirror's NVRTC path with no warnings, every
-rung has a kernel for each storage type, and the launcher picks each rung's fallback where its
-condition fails (checked on a RecordingRuntime, which needs no GPU)."""
+"""CPU: the ladder's CUDA compiles for sm_90 through the mirror's NVRTC path with no warnings, one
+program per rung file, every rung has a kernel for each storage type, and the launcher picks each
+rung's fallback where its condition fails (checked on a RecordingRuntime, which needs no GPU). The
+registry (reimpl/ladder/registry.py) holds together: every entry's file holds its kernel and page
+section, its bound rule exists, its run line selects its GPU tests, the committed results are
+within the bounds stated now, and every table lists what the results hold."""
+import json
+import re
+import subprocess
+import sys
+
 import pytest
 import torch
 
 from reimpl.device import compile as compile_mod, runtime
-from reimpl.ladder import accuracy, rungs
+from reimpl.ladder import accuracy, launch, registry, rungs
+from tests.site_helpers import ROOT
 
 
-def test_ladder_compiles_for_sm90_without_warnings():
-    prog = compile_mod.build(rungs.SOURCE, "sm_90", use_cache=False)
+@pytest.mark.parametrize("source", list(rungs.SOURCES))
+def test_each_rung_file_compiles_for_sm90_without_warnings(source):
+    prog = compile_mod.build(rungs.SOURCES[source], "sm_90", use_cache=False)
     assert prog.log == "", prog.log
-    assert len(prog.lowered) == len(rungs._instantiations()) == 3 * 8
+    entries = [e for e in registry.CUDA_RUNGS if e.source == source]
+    assert len(prog.lowered) == len(rungs._instantiations(source)) == len(launch.STORAGE) * len(entries)
+
+
+def test_one_kernel_file_per_rung_template():
+    """A CUDA rung's file is named after its one `__global__` template and holds the page's section
+    of the same name; two rungs share a file only where they share a template."""
+    assert sum(len(rungs._instantiations(s)) for s in rungs.SOURCES) == 3 * len(registry.CUDA_RUNGS)
+    for e in registry.CUDA_RUNGS:
+        text = (ROOT / e.source).read_text()
+        assert (ROOT / e.source).name == f"{e.cuda.template}.cu", e
+        assert re.findall(r"__global__ void (\w+)\(", text) == [e.cuda.template], e
+        assert f"--8<-- [start:{e.cuda.template}]" in text and f"--8<-- [end:{e.cuda.template}]" in text
+
+
+def test_registry_entries_are_whole():
+    names = [e.name for e in registry.ENTRIES]
+    assert len(set(names)) == len(names)
+    for e in registry.ENTRIES:
+        assert e.group in registry.GROUPS and e.bound_family in registry.BOUND_FAMILIES, e
+        assert (ROOT / e.source).is_file(), e
+        assert e.idea and e.credit and e.run.startswith("pytest tests/gpu/"), e
+        assert callable(e.launch_fn()), e
+        if e.cuda is not None and e.cuda.fallback is not None:
+            assert registry.BY_NAME[e.cuda.fallback].cuda is not None, e
 
 
 def _launched(name, M, N, dtype=torch.float32, offset=0):
@@ -37,14 +71,93 @@ def _launched(name, M, N, dtype=torch.float32, offset=0):
     ("rms_warp_sumsq", 8, 64, torch.float32, 0, "ln_warp_sums<float, float, true>", (2, 1, 1), (128, 1, 1), 0),
 ])
 def test_launch_configuration_and_fallbacks(name, M, N, dtype, offset, kernel, grid, block, smem):
-    (launch,) = _launched(name, M, N, dtype, offset)
-    assert (launch.kernel, launch.grid, launch.block, launch.shared) == (kernel, grid, block, smem)
+    (launch_,) = _launched(name, M, N, dtype, offset)
+    assert (launch_.kernel, launch_.grid, launch_.block, launch_.shared) == (kernel, grid, block, smem)
+
+
+def test_bad_input_is_refused_before_any_launch():
+    with runtime.use(runtime.RecordingRuntime()) as rt:
+        with pytest.raises(TypeError, match="ladder rung naive: x must be float32"):
+            rungs.run("naive", torch.zeros(3, 3, dtype=torch.float64))
+        with pytest.raises(ValueError, match="RMSNorm takes no bias"):
+            rungs.run("rms_warp_sumsq", torch.zeros(3, 3), None, torch.zeros(3))
+    assert rt.launches == []
 
 
 def test_every_rung_and_family_has_a_stated_bound():
     from reimpl.checks.ladder_errors import FAMILIES
-    for rung in rungs.RUNGS:
+    for e in registry.RUNGS:
         for dtype in accuracy.STORAGE_ROUNDING:
             for family in FAMILIES:
-                limit, why = accuracy.bound(rung, dtype, family)
+                limit, why = accuracy.bound(e.name, dtype, family)
                 assert limit > 0 and why
+
+
+def test_rms_rungs_are_bound_by_their_sum_of_squares_on_every_family():
+    """RMSNorm subtracts no mean: no input family, offset rows included, takes it to a mean rule."""
+    from reimpl.checks.ladder_errors import FAMILIES
+    for e in registry.RUNGS:
+        assert (e.bound_family == "sum_of_squares") == e.rms_norm, e
+        for family in FAMILIES:
+            assert accuracy.bound(e.name, "float32", family)[1] == "a sum of squares cannot cancel: a few u" \
+                or not e.rms_norm
+
+
+def test_committed_errors_are_within_the_bounds_stated_now():
+    """results/ladder_errors.json (measured on the GPU) against today's rules: a rule change that the
+    measurement does not support fails here, without a GPU."""
+    d = json.loads((ROOT / "results" / "ladder_errors.json").read_text())
+    measured = {r["rung"] for r in d["rows"]}
+    # no rows of a rung that is gone; a rung added since the last GPU run has none yet (the GPU test
+    # holds it to its bound, and its page says it is not measured)
+    assert measured <= {e.name for e in registry.RUNGS}
+    for r in d["rows"]:
+        assert r["rel_err"] <= accuracy.bound(r["rung"], r["dtype"], r["family"])[0], r
+
+
+def test_tables_and_measurements_list_every_rung():
+    from reimpl.checks import ladder_errors
+    from reimpl.docsite import ladder_tables
+    assert ladder_errors.all_rungs() == [e.name for e in registry.RUNGS]
+    bench = json.loads((ROOT / "results" / "ladder_bench.json").read_text())
+    assert {r["kernel"] for r in bench["rows"]} <= set(ladder_tables.ORDER)
+    # LayerNorm's rungs in the registry's climbing order, then RMSNorm's
+    names = [e.name for e in registry.RUNGS]
+    assert ladder_tables.ORDER[:len(names)] == tuple([n for n in names if not ladder_errors.is_rms(n)]
+                                                     + [n for n in names if ladder_errors.is_rms(n)])
+
+
+def test_rung_index_renders_every_rung():
+    from reimpl.docsite import render
+    page = (ROOT / "docs" / "ladder" / "rungs.md").read_text()
+    assert "{% rung_index %}" in page
+    table = render.expand("{% rung_index %}\n" + page, "ladder/rungs.md", "../")
+    for e in registry.RUNGS:
+        row = next(line for line in table.splitlines() if f"[`{e.name}`](#{e.name})" in line)
+        assert e.idea in row and f"`{e.run}`" in row and e.bound_family in row, row
+    assert "16384 x 4096" in table
+
+
+def _selected(test_file: str) -> dict[str, list[str]]:
+    """The tests each entry's run line selects, by pytest's own -k matching on one collection."""
+    from _pytest.mark.expression import Expression
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only",
+                          test_file], capture_output=True, text=True, cwd=ROOT)
+    ids = [line for line in out.stdout.splitlines() if "::" in line]
+    assert ids, out.stdout + out.stderr
+    got = {}
+    for e in registry.ENTRIES:
+        if e.run.split()[1] != test_file:
+            continue
+        expr = Expression.compile(e.run.split(" -k ", 1)[1].strip('"'))
+        # a name matches as pytest's -k does: a substring of the test's name (its parameters included)
+        got[e.name] = [i for i in ids if expr.evaluate(lambda sub, i=i: sub in i.split("::", 1)[1])]
+    return got
+
+
+def test_each_rung_run_line_selects_its_own_gpu_tests():
+    for name, ids in _selected("tests/gpu/test_ladder_gpu.py").items():
+        assert ids, name
+        bound = [i for i in ids if "test_rung_within_its_stated_bound" in i]
+        assert len(bound) == 15 and all(f"[{name}-" in i for i in bound), (name, ids)
+        assert all(f"[{name}" in i for i in ids), (name, ids)

@@ -20,6 +20,27 @@ def test_siblings_compile_for_sm90_without_warnings(module):
     assert len(prog.lowered) == len(module._instantiations())
 
 
+def test_siblings_come_from_the_registry():
+    """softmax's kernels, the bench table's order and the sibling entries' run lines are the
+    registry's: each run line selects that kernel's GPU tests and nothing of another kernel's."""
+    from reimpl.docsite import siblings_tables
+    from reimpl.ladder import registry
+    from tests.test_ladder_cpu import _selected
+    assert list(softmax.KERNELS) == ["three_pass", "online_warp", "online_block"]
+    assert siblings_tables.ORDER == ("three_pass", "online_warp", "online_block", "bn_kernel", "torch_softmax",
+                                     "torch_batch_norm", "copy")
+    for e in registry.of_group("softmax"):
+        src = (softmax.SOURCE.directory / softmax.SOURCE.main).read_text()
+        assert f"__global__ void {e.cuda.template}(" in src and f"[start:{e.cuda.template}]" in src
+    selected = _selected("tests/gpu/test_siblings_gpu.py")
+    assert set(selected) == {e.name for e in registry.ENTRIES if e.group != "ladder"}
+    for name, ids in selected.items():
+        assert ids, name
+        key = "kernel" if name == "bn_kernel" else name
+        assert all(key in i and "torch_level" not in i for i in ids), (name, ids)
+    assert sum("test_softmax_within_its_stated_distance_to_torch" in i for i in selected["online_warp"]) == 12
+
+
 def _launches(fn):
     with runtime.use(runtime.RecordingRuntime()) as rt:
         fn()
@@ -145,7 +166,7 @@ def test_every_softmax_kernel_has_a_bound_for_every_length():
     for k in softmax.KERNELS.values():
         for dtype in accuracy.STORAGE_ULP:
             for N in se.SOFTMAX_NS:
-                limit, why = accuracy.softmax_bound(k.threads, dtype, N)
+                limit, why = accuracy.softmax_bound(k.cuda.threads, dtype, N)
                 assert limit >= 1 and why
 
 

@@ -17,7 +17,7 @@ from reimpl.emulator import trace
 from reimpl.mirror.kernel_table import SOURCE, all_instantiations, backward_instantiations
 
 ROOT = Path(__file__).resolve().parents[1]
-CUDA = ROOT / "reimpl" / "cuda"
+CUDA = ROOT / "reimpl" / "mirror" / "cuda"
 
 
 def test_step_codes_agree_with_trace_cuh():

@@ -10,9 +10,13 @@ import itertools
 import random
 from dataclasses import asdict, dataclass
 
-import torch
+try:
+    import torch
+except ImportError:  # `python -m reimpl trace` builds cases without torch (inputs: reimpl/emulator/case_inputs.py)
+    torch = None
 
-DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "fp64": torch.float64}
+DTYPES = ({"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "fp64": torch.float64}
+          if torch is not None else dict.fromkeys(("fp32", "fp16", "bf16", "fp64")))
 VALUE_KINDS = ("normal", "offset", "small", "large", "subnormal", "zeros", "inf", "nan")
 
 

@@ -11,7 +11,10 @@ import itertools
 import random
 from dataclasses import dataclass
 
-import torch
+try:
+    import torch
+except ImportError:  # `python -m reimpl trace --backward` builds cases without torch
+    torch = None
 
 from ..mirror.aten_shim import toAccumulateType
 from .cases import DTYPES, VALUE_KINDS, Case

@@ -11,21 +11,21 @@ MS = (1, 37, 65536)
 
 
 def all_rungs() -> list[str]:
-    from ..ladder import rungs, triton_rungs
-    return list(rungs.RUNGS) + list(triton_rungs.NAMES)
+    """Every rung of the ladder, CUDA and Triton, in the registry's order."""
+    from ..ladder import registry
+    return [e.name for e in registry.RUNGS]
 
 
 def is_rms(rung: str) -> bool:
-    from ..ladder import rungs
-    return rung == "triton_rms" or (rung in rungs.RUNGS and rungs.RUNGS[rung].rms_norm)
+    from ..ladder import registry
+    return registry.BY_NAME[rung].rms_norm
 
 
 def runner(rung: str):
     """The launcher of a rung, CUDA or Triton: (x, weight, bias, eps) -> (y, mean, rstd)."""
-    from ..ladder import rungs, triton_rungs
-    if rung in rungs.RUNGS:
-        return lambda *a: rungs.run(rung, *a)
-    return lambda *a: triton_rungs.run(rung, *a)
+    from ..ladder import registry
+    launch = registry.BY_NAME[rung].launch_fn()
+    return lambda *a: launch(rung, *a)
 
 
 def shapes():

@@ -62,8 +62,9 @@ def _rel_to_f64(y, ref, dtype_name: str) -> float:
     return float(((y.double() - ref).abs() / ref.abs())[ok].max())
 
 
-def measure_softmax(dtype, family: str, M: int, N: int) -> list[dict]:
-    """One row per kernel of ours on the same input, each against torch.softmax and float64."""
+def measure_softmax(dtype, family: str, M: int, N: int, kernels=None) -> list[dict]:
+    """One row per kernel of ours (`kernels`, default all of registry.py's softmax entries) on the
+    same input, each against torch.softmax and float64."""
     import torch
     from ..ladder import softmax
     from .parity import bit_mismatches
@@ -73,7 +74,7 @@ def measure_softmax(dtype, family: str, M: int, N: int) -> list[dict]:
     ref = torch.softmax(x.double(), -1)
     torch_rel = _rel_to_f64(theirs, ref, name)
     rows = []
-    for k in softmax.KERNELS:
+    for k in kernels or softmax.KERNELS:
         y = softmax.run(k, x)
         nan_y, nan_t = torch.isnan(y), torch.isnan(theirs)
         both = ~nan_y & ~nan_t

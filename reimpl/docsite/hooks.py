@@ -6,7 +6,7 @@
   on_config lists those pages in the nav.
 - on_page_markdown: expand the `{% ... %}` directives (reimpl.docsite.render), after the trace and
   code directives (reimpl.docsite.traces: tiny examples emulated at build time).
-- The emulator and trace tools get generated source pages too (reimpl.docsite.traces.extra_source_files).
+- The emulator and trace tools get generated source pages too (reimpl.docsite.code_excerpts.extra_source_files).
 """
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ import re
 
 from mkdocs.structure.files import File
 
-from reimpl.docsite import traces
+from reimpl.docsite import code_excerpts, traces
 from reimpl.upstream import manifest as manifest_mod
-from reimpl.docsite.render import LANG, expand, source_page
+from reimpl.docsite.render import expand
+from reimpl.docsite.source_links import LANG, source_page
 
 _MARK = re.compile(r"--8<-- \[(start|end):([\w.]+)\]")
 
@@ -56,7 +57,7 @@ def source_files(m: dict) -> list[str]:
 
 def on_config(config):
     """Expand the nav entry `Our source: source/index.md` into the index plus one entry per file."""
-    files = source_files(manifest_mod.load()) + traces.extra_source_files()
+    files = source_files(manifest_mod.load()) + code_excerpts.extra_source_files()
     for i, item in enumerate(config["nav"]):
         if isinstance(item, dict) and item.get("Our source") == "source/index.md":
             config["nav"][i] = {"Our source": ["source/index.md"] + [{f: source_page(f)} for f in files]}
@@ -70,8 +71,8 @@ def on_files(files, config):
         files.append(File.generated(config, source_page(file), content=render_source(file)))
         listing.append(f"- [`{file}`]({file}.md)")
     listing.append("\nThe CPU emulator and the step-trace tools (see [stepping through the kernels](../guide/stepping.md)):\n")
-    for file in traces.extra_source_files():
-        files.append(File.generated(config, source_page(file), content=traces.render_extra_source(file)))
+    for file in code_excerpts.extra_source_files():
+        files.append(File.generated(config, source_page(file), content=code_excerpts.render_extra_source(file)))
         listing.append(f"- [`{file}`]({file}.md)")
     files.append(File.generated(config, "source/index.md", content="\n".join(listing) + "\n"))
     return files

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..ladder import accuracy
+from ..ladder import accuracy, registry
 from ..ladder.softmax import KERNELS as SOFTMAX_KERNELS
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
@@ -51,7 +51,7 @@ def softmax_errors(d: dict | None, kernel: str) -> str:
     for r in d["softmax"]:
         if r["kernel"] != kernel:
             continue
-        limit = accuracy.softmax_bound(SOFTMAX_KERNELS[kernel].threads, r["dtype"], r["N"])[0]
+        limit = accuracy.softmax_bound(SOFTMAX_KERNELS[kernel].cuda.threads, r["dtype"], r["N"])[0]
         w = worst.setdefault((r["family"], r["dtype"]), {"ratio": -1.0, "nan": True, "same": 1.0, "rel": 0.0,
                                                          "trel": 0.0})
         if r["max_ulp_to_torch"] / limit > w["ratio"]:
@@ -69,7 +69,7 @@ def softmax_errors(d: dict | None, kernel: str) -> str:
     for (family, dtype), w in sorted(worst.items()):
         lines.append(f"| {family} | {dtype} | {w['ulp']:.3g} | {w['at']} | {w['limit']} | {'yes' if w['nan'] else '**no**'} "
                      f"| {100 * w['same']:.1f}% | {w['rel']:.3g} | {w['trel']:.3g} |")
-    why = {accuracy.softmax_bound(SOFTMAX_KERNELS[kernel].threads, dt, 1)[1] for dt in accuracy.STORAGE_ULP}
+    why = {accuracy.softmax_bound(SOFTMAX_KERNELS[kernel].cuda.threads, dt, 1)[1] for dt in accuracy.STORAGE_ULP}
     return "\n".join(lines) + "\n\nWhere the bounds come from:\n\n" + "\n".join(f"- {w}" for w in sorted(why)) + "\n"
 
 
@@ -100,7 +100,9 @@ def batchnorm_errors(d: dict | None, impl: str) -> str:
             + "\n".join(f"- {r}" for r in sorted(reasons)) + "\n")
 
 
-ORDER = ("three_pass", "online_warp", "online_block", "bn_kernel", "torch_softmax", "torch_batch_norm", "copy")
+# ours in the registry's order (reimpl/ladder/registry.py), then torch's and the copy
+ORDER = (tuple(e.name for e in registry.of_group("softmax") + registry.of_group("batchnorm"))
+         + ("torch_softmax", "torch_batch_norm", "copy"))
 
 
 def bandwidth(d: dict | None, which: str) -> str:

@@ -21,6 +21,12 @@ Modules:
   layer_norm_backward  the backward kernels, and torch's .sum(0) that ends the partial GammaBeta path
   api                  the aten ops on NumPy arrays, path chosen by replaying the host mirror's launches
   trace, trace_view    step traces; tables, JSON and a pdb stop (`python -m reimpl trace`)
+  torch_random         torch's CPU generator (torch.rand, torch.randn) in NumPy, bit for bit
+  case_inputs          a checks case's CPU inputs from that twin: `python -m reimpl trace` without torch
+
+Needs NumPy only: the host mirror runs here on stand-in tensors (reimpl/mirror/aten_shim.py).
+
+Layer: emulator. May import: mirror, device.
 """
 from .api import (backward_args, fused_rms_norm, fused_rms_norm_backward, native_layer_norm,
                   native_layer_norm_backward, run_backward_case, run_case)

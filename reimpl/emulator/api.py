@@ -1,9 +1,11 @@
 """native_layer_norm / fused_rms_norm on NumPy arrays, through the emulator.
 
-The path is not chosen here: the host mirror (reimpl/mirror/layer_norm_kernel.py) runs on CPU torch
-tensors of the same shapes, dtypes and storage offsets under a recording runtime, and each launch
-it makes (kernel, grid, block, shared memory, arguments) is replayed on the emulator, pointers
-mapped back to the NumPy arrays. Arrays count as 16-byte aligned (as a fresh CUDA allocation is);
+The path is not chosen here: the host mirror (reimpl/mirror/layer_norm_kernel.py) runs on stand-in
+tensors (reimpl/mirror/aten_shim.py: shape, dtype, address, no data) of the same shapes, dtypes and
+storage offsets under a recording runtime, and each launch it makes (kernel, grid, block, shared
+memory, arguments) is replayed on the emulator, pointers mapped back to the NumPy arrays. Stand-ins
+rather than CPU torch tensors, with torch installed or not: the emulator needs only NumPy, and its
+addresses are the same on every machine. Arrays count as 16-byte aligned (as a fresh CUDA allocation is);
 `offsets=(x, weight, bias)` in elements shifts each one as a storage offset would, e.g. (1, 0, 0)
 misaligns the input and sends fp32 to the fallback kernels.
 
@@ -19,28 +21,27 @@ from . import block, trace
 from .fp import BY_NAME, ElementType
 from . import layer_norm_kernel as K
 from . import layer_norm_backward as BW
+from ..mirror.aten_shim import STANDIN_DTYPES, StandInDevice
 
-_TORCH_DTYPE = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64",
-                np.dtype(np.float16): "float16", np.dtype(np.uint16): "bfloat16"}
+_DTYPE_NAME = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64",
+               np.dtype(np.float16): "float16", np.dtype(np.uint16): "bfloat16"}
+_NP_DTYPE = {v: k for k, v in _DTYPE_NAME.items()}   # a stand-in's dtype name -> the NumPy storage dtype
 
 
-def _torch_twin(a: np.ndarray | None, offset: int):
-    """An uninitialised CPU tensor with a's shape and dtype at storage offset `offset`: the host
-    mirror reads only shapes, dtypes and pointers."""
-    import torch
+def _stand_in(device: StandInDevice, a: np.ndarray | None, offset: int):
+    """A stand-in tensor with a's shape and dtype at storage offset `offset`: the host mirror reads
+    only shapes, dtypes and pointers."""
     if a is None:
         return None
-    dt = getattr(torch, _TORCH_DTYPE[a.dtype])
-    buf = torch.empty(a.size + offset + 64, dtype=dt)
-    shift = (-buf.data_ptr() % 64) // buf.element_size()  # torch's CPU allocator aligns to 64 B; be sure
-    return buf[shift + offset:shift + offset + a.size].view(a.shape)
+    return device.tensor(a.shape, STANDIN_DTYPES[_DTYPE_NAME[a.dtype]], offset)
 
 
 def _plan(op: str, x, normalized_shape, weight, bias, eps, offsets):
     from ..device import runtime
     from ..mirror.layer_norm_kernel import _fused_rms_norm_cuda, layer_norm_cuda
     ox, ow, ob = offsets
-    tx, tw, tb = _torch_twin(x, ox), _torch_twin(weight, ow), _torch_twin(bias, ob)
+    dev = StandInDevice()
+    tx, tw, tb = _stand_in(dev, x, ox), _stand_in(dev, weight, ow), _stand_in(dev, bias, ob)
     with runtime.use(runtime.RecordingRuntime()) as rt:
         if op == "layer_norm":
             Y, mean, rstd = layer_norm_cuda(tx, list(normalized_shape), tw, tb, eps)
@@ -146,32 +147,10 @@ def run_case(case, x, w, b):
 
 # ---- backward ------------------------------------------------------------------------------------
 # The same replay: the host mirror's layer_norm_backward_cuda / _fused_rms_norm_backward_cuda run on
-# CPU twins; besides the launches, the torch ops it calls are logged (a TorchFunctionMode) so that
+# stand-ins; besides the launches, the stand-in device logs every tensor the mirror makes, so that
 # those whose results the launches do not write are emulated too: zeros_like (the fill for M == 0)
 # and, on the partial GammaBeta path, `dgamma_blocks.sum(0)` (layer_norm_backward.torch_sum0).
-_TORCH_OPS = ("empty", "empty_like", "zeros_like", "zeros", "sum", "contiguous", "clone")
-
-
-def _torch_op_log():
-    from torch.overrides import TorchFunctionMode
-
-    class Log(TorchFunctionMode):
-        def __init__(self):
-            super().__init__()
-            self.ops = []   # (name, result, args, kwargs); holding results keeps their addresses unique
-
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            out = func(*args, **kwargs)
-            name = getattr(func, "__name__", "")
-            if name in _TORCH_OPS:
-                self.ops.append((name, out, args, kwargs))
-            return out
-    return Log()
-
-
 def _run_backward(op, dy, x, normalized_shape, mean, rstd, weight, bias, output_mask, offsets, bf16):
-    import torch
     from ..device import runtime
     from ..mirror.layer_norm_kernel import _fused_rms_norm_backward_cuda, layer_norm_backward_cuda
     dy, x = np.ascontiguousarray(dy), np.ascontiguousarray(x)
@@ -182,10 +161,10 @@ def _run_backward(op, dy, x, normalized_shape, mean, rstd, weight, bias, output_
     mean = None if mean is None else np.ascontiguousarray(mean)
     rstd = np.ascontiguousarray(rstd)
     o_dy, o_x, o_w, o_b = offsets
-    t = dict(dy=_torch_twin(dy, o_dy), x=_torch_twin(x, o_x), mean=_torch_twin(mean, 0), rstd=_torch_twin(rstd, 0),
-             w=_torch_twin(weight, o_w), b=_torch_twin(bias, o_b))
-    log = _torch_op_log()
-    with runtime.use(runtime.RecordingRuntime()) as rt, log:
+    dev = StandInDevice()
+    t = dict(dy=_stand_in(dev, dy, o_dy), x=_stand_in(dev, x, o_x), mean=_stand_in(dev, mean, 0),
+             rstd=_stand_in(dev, rstd, 0), w=_stand_in(dev, weight, o_w), b=_stand_in(dev, bias, o_b))
+    with runtime.use(runtime.RecordingRuntime()) as rt:
         if op == "layer_norm":
             outs = layer_norm_backward_cuda(t["dy"], t["x"], list(normalized_shape), t["mean"], t["rstd"], t["w"],
                                             t["b"], list(output_mask))
@@ -196,35 +175,22 @@ def _run_backward(op, dy, x, normalized_shape, mean, rstd, weight, bias, output_
     for k, a in dict(dy=dy, x=x, mean=mean, rstd=rstd, w=weight, b=bias).items():
         if a is not None and t[k].numel():
             arrays[t[k].data_ptr()] = a.reshape(-1)
-    storage = {v: np.dtype(k) for k, v in _TORCH_DTYPE.items()}
-    created = {}       # address -> tensor, for every tensor the host mirror made
-    for name, out, _, _ in log.ops:
-        if isinstance(out, torch.Tensor) and out.numel():
-            created.setdefault(out.data_ptr(), out)
-    for p, tt in created.items():
-        if p not in arrays:
-            arrays[p] = np.zeros(tt.numel(), storage[str(tt.dtype).replace("torch.", "")])  # zeros_like: a fill
-    for name, out, args, kwargs in log.ops:
-        if name in ("contiguous", "clone") and out.numel() and out.data_ptr() != args[0].data_ptr():
-            raise NotImplementedError("a copy in the host mirror (inputs here are always contiguous)")
+    for _, out, _ in dev.made:    # every tensor the host mirror made starts as zeros (zeros_like: a fill)
+        if out.numel():
+            arrays[out.data_ptr()] = np.zeros(out.numel(), _NP_DTYPE[out.dtype.name])
     _replay(rt.calls, arrays, BY_NAME.__getitem__)
-    for name, out, args, kwargs in log.ops:     # after the launches, as on the stream
-        if name == "sum":
-            src = args[0]
-            dims = args[1] if len(args) > 1 else kwargs.get("dim")
-            if dims not in (0, (0,), [0]) or src.dim() != 2 or len(args) > 2 or set(kwargs) - {"dim"}:
-                raise NotImplementedError(f"torch op sum{tuple(args[1:])} {kwargs} in the host mirror")
-            if out.numel():
-                T = BY_NAME[{"float32": "float", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
-                             "float64": "double"}[str(src.dtype).replace("torch.", "")]]
-                arrays[out.data_ptr()][:] = BW.torch_sum0(arrays[src.data_ptr()].reshape(tuple(src.shape)), T)
+    for name, out, src in dev.made:     # after the launches, as on the stream
+        if name == "sum" and out.numel():
+            T = BY_NAME[{"float32": "float", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
+                         "float64": "double"}[src.dtype.name]]
+            arrays[out.data_ptr()][:] = BW.torch_sum0(arrays[src.data_ptr()].reshape(src.shape), T)
     result = []
     for o in outs:
         if o is None:
             result.append(None)
             continue
-        dt = storage[str(o.dtype).replace("torch.", "")]
-        result.append(arrays[o.data_ptr()].reshape(tuple(o.shape)) if o.numel() else np.zeros(tuple(o.shape), dt))
+        dt = _NP_DTYPE[o.dtype.name]
+        result.append(arrays[o.data_ptr()].reshape(o.shape) if o.numel() else np.zeros(o.shape, dt))
     return tuple(result)
 
 
@@ -252,11 +218,16 @@ def fused_rms_norm_backward(grad_out, x, normalized_shape, rstd, weight=None, ou
                          tuple(bool(m) for m in output_mask), (o_dy, o_x, o_w, 0), bf16)
 
 
-def backward_args(case):
+def backward_args(case, inputs=None):
     """(grad_out, x, mean, rstd, weight, bias) of a BackwardCase on the CPU: its own grad_out, input
     and weights, with mean and rstd from the emulated forward on them, i.e. the bits the GPU's
-    forward hands to the backward, the same on every machine (torch's CPU forward may differ)."""
-    dy, x, _, _, w, b = case.make_args("cpu")
+    forward hands to the backward, the same on every machine (torch's CPU forward may differ).
+    `inputs`: (grad_out, x, weight, bias) to take instead of case.make_args("cpu")'s, e.g. their
+    torch-free twins from case_inputs.py."""
+    if inputs is None:
+        dy, x, _, _, w, b = case.make_args("cpu")
+    else:
+        dy, x, w, b = inputs
     fwd = run_case(case, x, w, b)
     mean, rstd = (fwd[1], fwd[2]) if case.op == "layer_norm" else (None, fwd[1])
     return dy, x, mean, rstd, w, b

@@ -9,31 +9,40 @@ from __future__ import annotations
 # rounding y to the storage type: half an ulp at the top of a binade, relative
 STORAGE_ROUNDING = {"float32": 2.0 ** -24, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
 
-WELFORD_RUNGS = ("warp_welford", "block_welford", "block_cached", "block_vec", "apex")
-TWO_PASS_RUNGS = ("naive", "triton_ln")  # mean by a plain sum, then the variance about it
 # a Triton gradient may be this many times further from float64 than torch's own, plus the store
 BACKWARD_FACTOR = 4
 
 
 def bound(rung: str, dtype: str, family: str) -> tuple[float, str]:
-    """(bound on the relative error, the reason)."""
+    """(bound on the relative error, the reason) for ladder rung `rung` (its entry in registry.py
+    names the rule, `bound_family`) on input family `family`."""
+    from .registry import BY_NAME
+    return family_bound(BY_NAME[rung].bound_family, dtype, family)
+
+
+def family_bound(rule: str, dtype: str, family: str) -> tuple[float, str]:
+    """The bound of one rule: "two_pass" (mean by a plain sum, then the variance about it),
+    "one_pass" (E[x^2] - mean^2), "welford", or "sum_of_squares" (RMSNorm: no mean at all)."""
     store = STORAGE_ROUNDING[dtype]
+    if rule == "sum_of_squares":
+        # first: with no mean subtracted, neither an offset nor a constant row can cancel anything
+        return store + 64 * 2.0 ** -24, "a sum of squares cannot cancel: a few u"
     if family == "offset_1e4":
-        if rung == "warp_sums":
+        if rule == "one_pass":
             return float("inf"), "E[x^2] - mean^2 cancels: no bound (asserted as a measured fact instead)"
         # x - mean loses what the mean's rounding (about |mean| * sqrt(N) * u) is of the row's spread;
         # rows of 3 values near 1e4 can have a spread of a few thousandths
         return 2.0 ** -2, "mean rounding relative to the spread: mean/std · sqrt(N) · u"
-    if family == "constant" and rung in TWO_PASS_RUNGS + ("warp_sums",):
+    if family == "constant" and rule in ("two_pass", "one_pass"):
         # sum(x) of N equal values is not exact, and (x - mean) is then scaled by eps^-1/2 = 316
         return 0.5, "inexact sum of equal values, amplified by 1/sqrt(eps): N · u · x · 316"
-    if family == "constant" and rung in WELFORD_RUNGS:
+    if family == "constant" and rule == "welford":
         return store, "Welford's mean of equal values is exact, so only the store rounds"
-    if rung == "warp_sums":
+    if rule == "one_pass":
         # short rows (N = 3) make mean^2 a large part of E[x^2]: hundreds of u after cancellation
         return store + 2.0 ** -10, "one-pass variance: cancellation even at zero mean for short rows"
-    if rung in ("rms_warp_sumsq", "triton_rms"):
-        return store + 64 * 2.0 ** -24, "a sum of squares cannot cancel: a few u"
+    if rule not in ("two_pass", "welford"):
+        raise ValueError(f"no LayerNorm bound rule {rule!r}")
     # two-pass and Welford: order (1 + |mean|/std) * sqrt(N) * u, and rows of 3 random values reach
     # |mean|/std of tens: 2^-15 is 512 u
     return store + 2.0 ** -15, "stable statistics: (1 + mean/std) · sqrt(N) · u"

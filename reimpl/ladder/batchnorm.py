@@ -7,7 +7,8 @@ is normalised with them. Two implementations, each checked against torch.nn.Batc
   normalise with the batch mean and the biased variance; move the running mean and the running
   *unbiased* variance by `momentum`. Evaluation: normalise with the running statistics.
 - `batch_norm_train_forward(...)`: the training forward as one CUDA kernel of ours
-  (cuda/batchnorm.cu, one block per channel, Welford and Chan as in the LayerNorm ladder).
+  (cuda/batchnorm.cu, one block per channel, Welford and Chan as in the LayerNorm ladder; its
+  entry is `bn_kernel` in registry.py).
 
 `BatchNorm1d` / `BatchNorm2d` are modules with torch's parameters, buffers (num_batches_tracked
 included), state_dict keys, input checks and messages; `kernel=True` runs the training forward
@@ -16,14 +17,11 @@ bf16), as torch's CUDA kernels do.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
 
-from ..device import runtime
-from ..device.compile import CudaSource
 from ..device.kernel_types import KernelTemplate, float_
-from .rungs import STORAGE
+from . import registry
+from .launch import STORAGE, cuda_source, launch, storage_type
 
 BLOCK = 512  # threads per channel: 16 warps, merged through block_merge's shared-memory tree
 _PARAMS = ("ptr",) * 8 + ("int64",) * 3 + ("T_ACC", "T_ACC")
@@ -35,12 +33,8 @@ def _instantiations() -> list:
     return [TEMPLATE[T, float_, P] for T in STORAGE.values() for P in dict.fromkeys((T, float_))]
 
 
-SOURCE = CudaSource(Path(__file__).parent / "cuda", "batchnorm.cu", lambda: _instantiations())
+SOURCE = cuda_source(registry.BY_NAME["bn_kernel"].source, lambda: _instantiations())
 TEMPLATE = KernelTemplate("bn_train_forward", _PARAMS, SOURCE, "ladder")
-
-
-def _dtype_name(t) -> str:
-    return str(t.dtype).removeprefix("torch.")
 
 
 def verify_batch_size(size) -> None:
@@ -94,8 +88,7 @@ def batch_norm_train_forward(x, weight=None, bias=None, running_mean=None, runni
     """Our kernel's training forward on torch CUDA tensors: (y, save_mean, save_invstd), y like x
     (contiguous), the saved statistics C float32 values; running_mean / running_var (both or
     neither) are updated in place. Checks everything before any launch."""
-    if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
-        raise TypeError(f"batch_norm_train_forward: x must be float32, float16 or bfloat16, not {x.dtype}")
+    T = storage_type(x, "batch_norm_train_forward")
     if x.dim() < 2:
         raise ValueError(f"batch_norm_train_forward: x must have at least 2 dims (N, C, ...), got {x.dim()}")
     verify_batch_size(x.size())
@@ -118,14 +111,11 @@ def batch_norm_train_forward(x, weight=None, bias=None, running_mean=None, runni
     save_mean = torch.empty(C, dtype=torch.float32, device=x.device)
     save_invstd = torch.empty_like(save_mean)
     if N * HW and C:
-        T = STORAGE[_dtype_name(x)]
         kernel = TEMPLATE[T, float_, STORAGE[str(P).removeprefix("torch.")]]
         ptrs = [t.data_ptr() if t is not None else 0 for t in (X, weight, bias)]
-        rt = runtime.get()
-        rt.launch(kernel, (C,), (BLOCK,), 0, rt.getCurrentCUDAStream(), *ptrs, Y.data_ptr(),
-                  save_mean.data_ptr(), save_invstd.data_ptr(),
-                  *(t.data_ptr() if t is not None else 0 for t in (running_mean, running_var)),
-                  N, C, HW, float(momentum), float(eps))
+        launch(kernel, (C,), (BLOCK,), 0, *ptrs, Y.data_ptr(), save_mean.data_ptr(), save_invstd.data_ptr(),
+               *(t.data_ptr() if t is not None else 0 for t in (running_mean, running_var)),
+               N, C, HW, float(momentum), float(eps))
     return Y, save_mean, save_invstd
 
 

@@ -14,49 +14,23 @@ CPU, with the same guards, so the -inf / +inf / NaN rules can be read and tested
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Callable
-
 import numpy as np
 
-from ..device import runtime
-from ..device.compile import CudaSource
 from ..device.kernel_types import KernelTemplate, float_
-from .rungs import STORAGE
+from . import registry
+from .launch import STORAGE, cuda_source, launch, storage_type
 
-BLOCK = 256  # threads of the one-block-per-row kernels
 _PARAMS = ("ptr", "ptr", "int64", "int64")
-
-
-@dataclass(frozen=True)
-class SoftmaxKernel:
-    name: str
-    template: str
-    differs: str
-    config: Callable[[int, int], tuple]  # (M, N) -> grid, block
-    threads: int                         # threads that reduce one row (the error bound depends on it)
-
-
-KERNELS = {k.name: k for k in (
-    SoftmaxKernel("three_pass", "softmax_three_pass",
-                  "the safe softmax: a block finds the row's maximum, sums exp(x - max), then writes",
-                  lambda M, N: ((M,), (BLOCK,)), BLOCK),
-    SoftmaxKernel("online_warp", "softmax_online_warp",
-                  "one warp per row; one pass builds (m, d) per lane, lanes merge, then the write",
-                  lambda M, N: (((M + 3) // 4,), (128,)), 32),
-    SoftmaxKernel("online_block", "softmax_online_block",
-                  "one block per row; (m, d) per thread, merged by shuffles, then through shared memory",
-                  lambda M, N: ((M,), (BLOCK,)), BLOCK),
-)}
+KERNELS = {e.name: e for e in registry.SOFTMAX}  # their template, launch shape and threads per row
 
 
 def _instantiations() -> list:
-    return [TEMPLATES[k.template][T, float_] for T in STORAGE.values() for k in KERNELS.values()]
+    return [TEMPLATES[k.cuda.template][T, float_] for T in STORAGE.values() for k in KERNELS.values()]
 
 
-SOURCE = CudaSource(Path(__file__).parent / "cuda", "softmax.cu", lambda: _instantiations())
-TEMPLATES = {k.template: KernelTemplate(k.template, _PARAMS, SOURCE, "ladder") for k in KERNELS.values()}
+(_FILE,) = {k.source for k in KERNELS.values()}
+SOURCE = cuda_source(_FILE, lambda: _instantiations())
+TEMPLATES = {k.cuda.template: KernelTemplate(k.cuda.template, _PARAMS, SOURCE, "ladder") for k in KERNELS.values()}
 
 
 def run(name: str, x):
@@ -64,21 +38,17 @@ def run(name: str, x):
     import torch
     if name not in KERNELS:
         raise ValueError(f"softmax: name must be one of {', '.join(KERNELS)}, not {name!r}")
-    if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
-        raise TypeError(f"softmax {name}: x must be float32, float16 or bfloat16, not {x.dtype}")
+    T = storage_type(x, f"softmax {name}")
     if x.dim() == 0:
         raise ValueError(f"softmax {name}: x must have at least one dim")
-    k = KERNELS[name]
+    k = KERNELS[name].cuda
     N = x.shape[-1]
     X = x.contiguous()
     M = X.numel() // N if N else 0
     Y = torch.empty_like(X)
     if M and N:
-        grid, block = k.config(M, N)
-        T = STORAGE[str(x.dtype).removeprefix("torch.")]
-        rt = runtime.get()
-        rt.launch(TEMPLATES[k.template][T, float_], grid, block, 0, rt.getCurrentCUDAStream(),
-                  X.data_ptr(), Y.data_ptr(), M, N)
+        grid, block, smem = k.config(M, N, T.itemsize)
+        launch(TEMPLATES[k.template][T, float_], grid, block, smem, X.data_ptr(), Y.data_ptr(), M, N)
     return Y.view(x.shape)
 
 

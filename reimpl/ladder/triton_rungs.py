@@ -6,7 +6,8 @@ the weight gradients replaces the tutorial's locked accumulation. Written by us.
 
 Triton is imported on first use, so the package imports (and the site builds) without it.
 `layer_norm(x, w, b, eps)` and `rms_norm(x, w, eps)` are differentiable; `run(name, x, w, b, eps)`
-gives the ladder's `(y, mean, rstd)`.
+gives the ladder's `(y, mean, rstd)`; the rungs `triton_ln` and `triton_rms` are declared in
+registry.py.
 """
 from __future__ import annotations
 
@@ -218,9 +219,8 @@ def rms_norm(x, weight=None, eps: float = 1e-5):
 
 def run(name: str, x, weight=None, bias=None, eps: float = 1e-5):
     """The ladder's launcher signature: (y, mean, rstd); mean is None for RMSNorm."""
-    rms = name == "triton_rms"
+    from .registry import BY_NAME
+    rms = BY_NAME[name].rms_norm
     y, mean, rstd = forward(x, weight, None if rms else bias, float(eps), rms)
     return y, (None if rms else mean), rstd
 
-
-NAMES = ("triton_ln", "triton_rms")

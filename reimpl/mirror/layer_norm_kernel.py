@@ -4,18 +4,18 @@ dispatch, path choice and launch configuration, in upstream's names and order.
 Python stands in for C++ here: template parameters (T, T_ACC, rms_norm, and the GammaBeta tile
 sizes) come first as ordinary arguments; the forward's `Tensor*` out-parameters are tensors we
 write into, the backward's are `TensorRef`s (upstream assigns through them); an undefined Tensor
-is None and a null pointer is 0. Every kernel launch is one `rt.launch(kernel, blocks, threads, nshared, stream,
-*args)` line, the <<<blocks, threads, nshared, stream>>>(args) of upstream.
+is None and a null pointer is 0. Tensors are torch's, or the CPU emulator's stand-ins: the at::
+calls go through aten_shim.py, so this module needs no torch. Every kernel launch is one
+`rt.launch(kernel, blocks, threads, nshared, stream, *args)` line, the
+<<<blocks, threads, nshared, stream>>>(args) of upstream.
 """
 from __future__ import annotations
 
-import torch
-
 from ..device import runtime
-from .aten_shim import (TensorRef, _cast_acc, _dispatch, data_ptr, empty_like, expect_contiguous,
-                        toAccumulateType, zeros_like)
+from .aten_shim import (TensorRef, _cast_acc, _dispatch, data_ptr, empty, empty_like, expect_contiguous,
+                        numeric_limits_epsilon, scalar_type_name, toAccumulateType, zeros_like)
 from .kernel_table import (BFloat16, GammaBetaBackwardCUDAKernelTemplate, Half, LayerNormForwardCUDAKernel,
-                      RowwiseMomentsCUDAKernel, float_, layer_norm_grad_input_kernel,
+                      RowwiseMomentsCUDAKernel, double, float_, layer_norm_grad_input_kernel,
                       layer_norm_grad_input_kernel_vectorized, sizeof, vectorized_layer_norm_kernel)
 from .input_checks import TORCH_CHECK, _check_layer_norm_inputs
 
@@ -128,14 +128,14 @@ def LaunchGammaBetaBackwardCUDAKernel(T, T_ACC, rms_norm,
         dbeta_blocks_ptr = 0
         if dgamma.defined():
             # size(-1) is N only for a 1-D normalized_shape (as upstream)
-            dgamma_blocks = torch.empty((blocks_y * threads[1], dgamma.size(-1)),
-                                        dtype=dgamma.t.dtype, device=dgamma.t.device)
+            dgamma_blocks = empty((blocks_y * threads[1], dgamma.size(-1)),
+                                  dtype=dgamma.t.dtype, device=dgamma.t.device)
             dgamma_blocks_ptr = data_ptr(dgamma_blocks, T)
         if dbeta.defined() and not rms_norm:
             # upstream sizes dbeta's buffer from dgamma: with dgamma not requested that is 0 columns,
             # so the kernel gets a null db and .sum(0) returns an empty dbeta (torch 2.11 does this)
-            dbeta_blocks = torch.empty((blocks_y * threads[1], dgamma.size(-1)),
-                                       dtype=dbeta.t.dtype, device=dbeta.t.device)
+            dbeta_blocks = empty((blocks_y * threads[1], dgamma.size(-1)),
+                                 dtype=dbeta.t.dtype, device=dbeta.t.device)
             dbeta_blocks_ptr = data_ptr(dbeta_blocks, T)
         LaunchAndCheckGammaBetaBackwardKernel(T, T_ACC, block_dim_x, block_dim_y, rows_per_block_y, True, rms_norm,
                                               aligned_grid, blocks, threads, 0, cuda_stream,
@@ -340,10 +340,10 @@ def layer_norm_cuda(input, normalized_shape, weight_opt, bias_opt, eps: float):
     gamma = expect_contiguous(weight)
     beta = expect_contiguous(bias)
 
-    Y = torch.empty_like(X, memory_format=torch.contiguous_format)
+    Y = empty_like(X)
     acc_type = toAccumulateType(input.dtype)
-    mean = torch.empty((M,), dtype=acc_type, device=X.device)
-    rstd = torch.empty((M,), dtype=acc_type, device=X.device)
+    mean = empty((M,), dtype=acc_type, device=X.device)
+    rstd = empty((M,), dtype=acc_type, device=X.device)
     # no launch for M == 0: a zero-block grid is a CUDA error
     if M > 0:
         LayerNormKernelImpl(X, gamma, beta, M, N, eps, Y, mean, rstd)
@@ -393,13 +393,13 @@ def _fused_rms_norm_cuda(input, normalized_shape, weight_opt, eps):
 
     acc_type = toAccumulateType(input.dtype)
     # eps=None means the accumulate type's machine epsilon
-    if acc_type == torch.float32:
-        eps_val = eps if eps is not None else float(torch.finfo(torch.float32).eps)
+    if scalar_type_name(acc_type) == "Float":  # by name: torch's dtypes and the emulator's stand-ins alike
+        eps_val = eps if eps is not None else numeric_limits_epsilon(float_)
     else:
-        eps_val = eps if eps is not None else float(torch.finfo(torch.float64).eps)
+        eps_val = eps if eps is not None else numeric_limits_epsilon(double)
 
-    Y = torch.empty_like(X, memory_format=torch.contiguous_format)
-    rstd = torch.empty((M,), dtype=acc_type, device=X.device)
+    Y = empty_like(X)
+    rstd = empty((M,), dtype=acc_type, device=X.device)
 
     if M > 0:
         RmsNormKernelImpl(X, gamma, M, N, eps_val, Y, rstd)

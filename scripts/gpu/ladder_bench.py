@@ -1,4 +1,4 @@
-"""Time every ladder rung beside torch's F.layer_norm / F.rms_norm and a copy (x.clone()), in one
+"""Time every ladder rung (reimpl/ladder/registry.py, CUDA and Triton) beside torch's F.layer_norm / F.rms_norm and a copy (x.clone()), in one
 run: median CUDA-event time per call, launches pipelined back to back behind a spin kernel (the L2
 is not flushed between calls; every shape but 4096 x 1024 is far larger than the 50 MB L2).
 Forward GB/s counts one read of x and one write of y; forward+backward (Triton and torch, through
@@ -14,7 +14,7 @@ import torch.nn.functional as F  # noqa: E402
 
 from reimpl.checks.bench import gpu_time  # noqa: E402
 from reimpl.checks.record import stamp  # noqa: E402
-from reimpl.ladder import rungs, triton_rungs  # noqa: E402
+from reimpl.ladder import registry, rungs, triton_rungs  # noqa: E402
 
 SHAPES = ((4096, 1024), (65536, 768), (16384, 4096), (32768, 8192), (8192, 16384))
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -31,12 +31,9 @@ def main(out: str) -> None:
             fns = {"copy": lambda: x.clone(),
                    "torch_layer_norm": lambda: F.layer_norm(x, (N,), w, b),
                    "torch_rms_norm": lambda: F.rms_norm(x, (N,), w)}
-            for name, r in rungs.RUNGS.items():
-                if name in SLOW:
-                    continue
-                fns[name] = (lambda r=r, name=name: rungs.run(name, x, w, None if r.rms_norm else b))
-            fns["triton_ln"] = lambda: triton_rungs.layer_norm(x, w, b)
-            fns["triton_rms"] = lambda: triton_rungs.rms_norm(x, w)
+            for e in registry.RUNGS:
+                if e.name not in SLOW:
+                    fns[e.name] = (lambda e=e, run=e.launch_fn(): run(e.name, x, w, None if e.rms_norm else b))
             ms = gpu_time(fns, reps=30, rounds=3)
             if M * N <= 65536 * 768:
                 ms.update(gpu_time({"naive": lambda: rungs.run("naive", x, w, b)}, reps=3, rounds=1))
@@ -51,9 +48,11 @@ def main(out: str) -> None:
             def train(f, params):
                 return lambda: torch.autograd.grad(f(), params, dy)
             both = {"torch_layer_norm": train(lambda: F.layer_norm(xg, (N,), wg, bg), (xg, wg, bg)),
-                    "triton_ln": train(lambda: triton_rungs.layer_norm(xg, wg, bg), (xg, wg, bg)),
-                    "torch_rms_norm": train(lambda: F.rms_norm(xg, (N,), wg), (xg, wg)),
-                    "triton_rms": train(lambda: triton_rungs.rms_norm(xg, wg), (xg, wg))}
+                    "torch_rms_norm": train(lambda: F.rms_norm(xg, (N,), wg), (xg, wg))}
+            for e in registry.RUNGS:  # the rungs with a backward: Triton's, through autograd
+                if e.cuda is None:
+                    both[e.name] = (train(lambda: triton_rungs.rms_norm(xg, wg), (xg, wg)) if e.rms_norm
+                                    else train(lambda: triton_rungs.layer_norm(xg, wg, bg), (xg, wg, bg)))
             ms2 = gpu_time(both, reps=20, rounds=3)
             nb2 = 5 * M * N * x.element_size()
             for name, t in ms2.items():

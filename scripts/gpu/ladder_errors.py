@@ -1,4 +1,4 @@
-"""Measure every CUDA rung of the ladder on every input family, dtype and shape
+"""Measure every rung of the ladder (reimpl/ladder/registry.py, CUDA and Triton) on every input family, dtype and shape
 (reimpl.checks.ladder_errors) and write the table as JSON with the environment stamp.
 Usage (a CUDA machine): python scripts/gpu/ladder_errors.py results/ladder_errors.json"""
 import json

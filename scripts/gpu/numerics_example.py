@@ -6,7 +6,7 @@ The same values are normalized twice by torch itself: once in a fresh tensor (16
 the vectorized kernel runs) and once at a storage offset of one element (misaligned, so
 RowwiseMomentsCUDAKernel + LayerNormForwardCUDAKernel run). Seeds are tried in order until out,
 mean or rstd differ in at least one bit. The profiler confirms which kernels ran. The JSON written
-to argv[1] feeds the docs' numerics page (reimpl/docsite/render.py).
+to argv[1] feeds the docs' numerics page (reimpl/docsite/parity_tables.py).
 """
 from __future__ import annotations
 

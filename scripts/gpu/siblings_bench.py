@@ -15,7 +15,7 @@ import torch.nn.functional as F  # noqa: E402
 
 from reimpl.checks.bench import gpu_time  # noqa: E402
 from reimpl.checks.record import stamp  # noqa: E402
-from reimpl.ladder import batchnorm, softmax  # noqa: E402
+from reimpl.ladder import registry, softmax  # noqa: E402
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 SOFTMAX_SHAPES = ((16384, 128), (4096, 1024), (65536, 768), (16384, 4096), (4096, 32768))
@@ -35,8 +35,8 @@ def main(out: str) -> None:
         for M, N in SOFTMAX_SHAPES:
             x = torch.randn(M, N, device="cuda", dtype=dtype)
             fns = {"copy": lambda: x.clone(), "torch_softmax": lambda: torch.softmax(x, -1)}
-            for k in softmax.KERNELS:
-                fns[k] = (lambda k=k: softmax.run(k, x))
+            for e in registry.of_group("softmax"):
+                fns[e.name] = (lambda e=e: softmax.run(e.name, x))
             ms = gpu_time(fns, reps=30, rounds=3)
             rows += _rows("softmax", dname, (M, N), ms, 2 * x.numel() * x.element_size())
             print("softmax", dname, M, N, {k: round(v * 1e3, 1) for k, v in ms.items()}, "us", flush=True)
@@ -47,8 +47,9 @@ def main(out: str) -> None:
             rm, rv = torch.zeros(C, device="cuda", dtype=dtype), torch.ones(C, device="cuda", dtype=dtype)
             rm2, rv2 = rm.clone(), rv.clone()
             fns = {"copy": lambda: x.clone(),
-                   "torch_batch_norm": lambda: F.batch_norm(x, rm, rv, w, b, True, 0.1, 1e-5),
-                   "bn_kernel": lambda: batchnorm.batch_norm_train_forward(x, w, b, rm2, rv2, 0.1, 1e-5)}
+                   "torch_batch_norm": lambda: F.batch_norm(x, rm, rv, w, b, True, 0.1, 1e-5)}
+            for e in registry.of_group("batchnorm"):
+                fns[e.name] = (lambda run=e.launch_fn(): run(x, w, b, rm2, rv2, 0.1, 1e-5))
             ms = gpu_time(fns, reps=30, rounds=3)
             rows += _rows("batchnorm", dname, shape, ms, 2 * x.numel() * x.element_size())
             print("batchnorm", dname, shape, {k: round(v * 1e3, 1) for k, v in ms.items()}, "us", flush=True)

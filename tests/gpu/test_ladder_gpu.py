@@ -1,13 +1,13 @@
-"""GPU: every CUDA rung of the study ladder keeps the accuracy its page states
-(reimpl/ladder/accuracy.py), on every input family, storage type and shape of
-reimpl.checks.ladder_errors; and the facts the pages build on hold: the one-pass rung's variance
+"""GPU: every rung of the study ladder (reimpl/ladder/registry.py, CUDA and Triton) keeps the
+accuracy its page states (reimpl/ladder/accuracy.py), on every input family, storage type and
+shape of reimpl.checks.ladder_errors; and the facts the pages build on hold: the one-pass rung's variance
 collapses on offset data where Welford's does not, and Welford's statistics of a constant row are
 exact."""
 import pytest
 import torch
 
 from reimpl.checks.ladder_errors import FAMILIES, all_rungs, measure, measure_backward, shapes
-from reimpl.ladder import accuracy
+from reimpl.ladder import accuracy, registry
 
 pytestmark = pytest.mark.gpu
 
@@ -15,10 +15,11 @@ DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
 
 def _needs_triton(rung):
-    if rung.startswith("triton"):
+    if registry.BY_NAME[rung].cuda is None:
         pytest.importorskip("triton", reason="the Triton rungs need Triton (on the GPU machine: 3.6)")
 
 
+# the rung's name leads each test id, so an entry's `run` line (-k NAME) selects its tests
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).removeprefix("torch."))
 @pytest.mark.parametrize("rung", all_rungs())
@@ -39,7 +40,7 @@ def test_one_pass_variance_cancels_on_offset_data():
     assert welford["rstd_rel_err"] < 0.1, welford
 
 
-@pytest.mark.parametrize("rung", accuracy.WELFORD_RUNGS)
+@pytest.mark.parametrize("rung", [e.name for e in registry.RUNGS if e.bound_family == "welford"])
 def test_welford_normalises_a_constant_row_exactly(rung):
     """Every Welford update of a constant row has delta = 0 after the first, so the mean is the value
     itself and y = bias exactly; the two-pass sum is not exact and 1/sqrt(eps) amplifies its error."""
@@ -48,16 +49,20 @@ def test_welford_normalises_a_constant_row_exactly(rung):
     assert measure("naive", torch.float32, "constant", 37, 12288)["max_abs_err"] > 0.0
 
 
-def test_rms_rung_against_torch_rms_norm():
-    """The RMSNorm rung (one pass, no cancellation possible) stays within a few ulps of torch's."""
+@pytest.mark.parametrize("rung", [e.name for e in registry.RUNGS if e.rms_norm])
+def test_rms_rung_against_torch_rms_norm(rung):
+    """The RMSNorm rungs (one sum of squares, no cancellation possible) stay within a few ulps of
+    torch's, offset rows included."""
+    _needs_triton(rung)
     for dtype in DTYPES:
-        r = measure("rms_warp_sumsq", dtype, "normal", 37, 4096)
-        assert r["max_ulp_to_torch"] <= 8, r
+        for family in ("normal", "offset_1e4"):
+            r = measure(rung, dtype, family, 37, 4096)
+            assert r["max_ulp_to_torch"] <= 8, r
 
 
 @pytest.mark.parametrize("shape", [(37, 768), (4096, 1000), (3, 12288)], ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=lambda d: str(d).removeprefix("torch."))
-@pytest.mark.parametrize("rung", ["triton_ln", "triton_rms"])
+@pytest.mark.parametrize("rung", [e.name for e in registry.RUNGS if e.cuda is None])
 def test_triton_backward_no_worse_than_torch(rung, dtype, shape):
     """dX, dW (and dB) of the Triton rungs, against float64 autograd: within BACKWARD_FACTOR times
     torch's own error, plus the storage type's rounding."""

@@ -17,12 +17,14 @@ DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 _id = lambda d: str(d).removeprefix("torch.")  # noqa: E731
 
 
+# the kernel's name leads each test id, so its registry entry's `run` line (-k NAME) selects its tests
 @pytest.mark.parametrize("family", accuracy.SOFTMAX_FAMILIES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=_id)
-def test_softmax_within_its_stated_distance_to_torch(dtype, family):
+@pytest.mark.parametrize("name", list(softmax.KERNELS))
+def test_softmax_within_its_stated_distance_to_torch(name, dtype, family):
     for M, N in se.softmax_shapes():
-        for r in se.measure_softmax(dtype, family, M, N):
-            limit, why = accuracy.softmax_bound(softmax.KERNELS[r["kernel"]].threads, r["dtype"], N)
+        for r in se.measure_softmax(dtype, family, M, N, [name]):
+            limit, why = accuracy.softmax_bound(softmax.KERNELS[r["kernel"]].cuda.threads, r["dtype"], N)
             assert r["nan_positions_match"], r
             assert r["max_ulp_to_torch"] <= limit, f"{r} exceeds {limit} ulps ({why})"
 
@@ -44,7 +46,7 @@ def test_softmax_special_rows_as_torch(name, row):
         assert bit_mismatches(ours, theirs) == 0, (ours, theirs)
     else:
         ok = ~torch.isnan(theirs)
-        limit = accuracy.softmax_bound(softmax.KERNELS[name].threads, "float32", len(row))[0]
+        limit = accuracy.softmax_bound(softmax.KERNELS[name].cuda.threads, "float32", len(row))[0]
         assert float(se.ulps((ours - theirs).double()[ok], theirs.double()[ok], "float32").max()) <= limit
 
 
@@ -84,7 +86,7 @@ def test_batchnorm_several_steps_and_cumulative_average(impl, momentum):
 
 
 @pytest.mark.parametrize("kw", [{"affine": False}, {"track_running_stats": False}])
-@pytest.mark.parametrize("kernel", [False, True])
+@pytest.mark.parametrize("kernel", [False, True], ids=["torch_level", "kernel"])
 def test_batchnorm_options(kw, kernel):
     torch.manual_seed(0)
     theirs = torch.nn.BatchNorm2d(6, device="cuda", **kw)
@@ -115,7 +117,7 @@ def test_batchnorm_kernel_statistics_and_layouts():
     assert float((y2 - torch.nn.functional.batch_norm(x, None, None, w, b, True)).abs().max()) <= bound
 
 
-@pytest.mark.parametrize("kernel", [False, True])
+@pytest.mark.parametrize("kernel", [False, True], ids=["torch_level", "kernel"])
 @pytest.mark.parametrize("cls,shape", [("BatchNorm1d", (1, 4)), ("BatchNorm2d", (1, 4, 1, 1))])
 def test_batchnorm_one_value_per_channel_refused_as_torch(cls, shape, kernel):
     theirs = getattr(torch.nn, cls)(4, device="cuda")

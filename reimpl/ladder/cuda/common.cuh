@@ -1,14 +1,15 @@
-// Helpers shared by the ladder's kernels (ladder.cu, batchnorm.cu, softmax.cu): storage-type
-// conversions, and the Welford state with its update, Chan's merge and the warp/block trees.
+// Helpers shared by the ladder's kernels (the rungs' ln_*.cu, batchnorm.cu, softmax.cu): storage-type
+// conversions, and the Welford state with its update, Chan's merge, and its warp and block
+// reductions on the shared scaffold (reduce.cuh).
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
+#include "reduce.cuh"
+
 typedef long int64_t;
 
 namespace ladder {
-
-constexpr unsigned FULL_MASK = 0xffffffffu;
 
 __device__ __forceinline__ float to_f(float v) { return v; }
 __device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
@@ -48,30 +49,15 @@ __device__ __forceinline__ Welford shfl_xor(Welford s, int mask) {
           __shfl_xor_sync(FULL_MASK, s.m2, mask)};
 }
 
-// Butterfly over the warp: afterwards every lane holds the whole warp's state, identical bits.
-__device__ __forceinline__ Welford warp_merge(Welford s) {
-  const int lane = threadIdx.x & 31;
-  for (int mask = 16; mask > 0; mask >>= 1) {
-    Welford o = shfl_xor(s, mask);
-    s = (lane & mask) ? welford_merge(o, s) : welford_merge(s, o);
-  }
-  return s;
-}
+struct WelfordMerge {
+  __device__ __forceinline__ Welford operator()(Welford a, Welford b) const { return welford_merge(a, b); }
+};
 
-// Every warp's state through shared memory, merged pairwise (a tree of depth log2(warps));
-// the row's state is returned to every thread. `smem` holds one Welford per warp.
-__device__ Welford block_merge(Welford s, Welford* smem) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-  s = warp_merge(s);
-  if (lane == 0) smem[warp] = s;
-  __syncthreads();
-  for (int half = warps / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) smem[threadIdx.x] = welford_merge(smem[threadIdx.x], smem[threadIdx.x + half]);
-    __syncthreads();
-  }
-  Welford r = smem[0];
-  __syncthreads();  // smem may be reused by the caller
-  return r;
-}
+// The warp's state in every lane (the scaffold's butterfly, lower lane first).
+__device__ __forceinline__ Welford warp_merge(Welford s) { return warp_all_reduce(s, WelfordMerge()); }
+
+// The block's state in every thread: warps through shared memory, then a tree of depth
+// log2(warps). `smem` holds one Welford per warp and is free again on return.
+__device__ Welford block_merge(Welford s, Welford* smem) { return block_tree_reduce(s, smem, WelfordMerge()); }
 
 }  // namespace ladder

@@ -43,39 +43,28 @@ __device__ __forceinline__ void md_push(MD& s, float x) {
 }
 // --8<-- [end:md_merge]
 
-__device__ __forceinline__ MD md_shfl_xor(MD s, int mask) {
+__device__ __forceinline__ MD shfl_xor(MD s, int mask) {
   return {__shfl_xor_sync(FULL_MASK, s.m, mask), __shfl_xor_sync(FULL_MASK, s.d, mask)};
 }
 
-// Butterfly over the warp: every lane ends with the warp's state. The lower lane's state goes
-// first so both partners compute the same bits.
-__device__ __forceinline__ MD md_warp_merge(MD s) {
-  const int lane = threadIdx.x & 31;
-  for (int mask = 16; mask > 0; mask >>= 1) {
-    MD o = md_shfl_xor(s, mask);
-    s = (lane & mask) ? md_merge(o, s) : md_merge(s, o);
-  }
-  return s;
-}
-
-// Block-wide reductions of one float for the three-pass kernel: a butterfly in each warp, the
-// warps' results through shared memory, a butterfly again in every warp. `op` is max or sum.
+// The merges the scaffold (reduce.cuh) takes: (m, d) states, and the three-pass kernel's floats.
+struct MdMerge {
+  __device__ __forceinline__ MD operator()(MD a, MD b) const { return md_merge(a, b); }
+};
 struct Max {
+  static constexpr bool commutes = true;
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
 struct Sum {
+  static constexpr bool commutes = true;
   __device__ float operator()(float a, float b) const { return a + b; }
 };
 
+// The three-pass kernel reduces twice through one `smem`: a barrier after each reduction frees it.
 template <typename Op>
-__device__ float block_all_reduce(float v, float identity, float* smem, Op op) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  for (int mask = 16; mask > 0; mask >>= 1) v = op(v, __shfl_xor_sync(FULL_MASK, v, mask));
-  if (lane == 0) smem[warp] = v;
+__device__ float block_reduce_float(float v, float identity, float* smem, Op op) {
+  v = block_all_reduce(v, identity, smem, op);
   __syncthreads();
-  v = lane < warps ? smem[lane] : identity;
-  for (int mask = 16; mask > 0; mask >>= 1) v = op(v, __shfl_xor_sync(FULL_MASK, v, mask));
-  __syncthreads();  // smem is reused by the next reduction
   return v;
 }
 
@@ -90,10 +79,10 @@ __global__ void softmax_three_pass(const T* X, T* Y, int64_t M, int64_t N) {
   T* y = Y + blockIdx.x * N;
   float mx = neg_inf();
   for (int64_t j = threadIdx.x; j < N; j += blockDim.x) mx = fmaxf(mx, to_f(x[j]));
-  mx = block_all_reduce(mx, neg_inf(), smem, Max());
+  mx = block_reduce_float(mx, neg_inf(), smem, Max());
   float sum = 0.f;
   for (int64_t j = threadIdx.x; j < N; j += blockDim.x) sum += expf(to_f(x[j]) - mx);
-  sum = block_all_reduce(sum, 0.f, smem, Sum());
+  sum = block_reduce_float(sum, 0.f, smem, Sum());
   for (int64_t j = threadIdx.x; j < N; j += blockDim.x) y[j] = from_f<T>(expf(to_f(x[j]) - mx) / sum);
 }
 // --8<-- [end:softmax_three_pass]
@@ -110,7 +99,7 @@ __global__ void softmax_online_warp(const T* X, T* Y, int64_t M, int64_t N) {
   T* y = Y + row * N;
   MD s{neg_inf(), 0.f};
   for (int64_t j = lane; j < N; j += 32) md_push(s, to_f(x[j]));
-  s = md_warp_merge(s);
+  s = warp_all_reduce(s, MdMerge());
   for (int64_t j = lane; j < N; j += 32) y[j] = from_f<T>(expf(to_f(x[j]) - s.m) / s.d);
 }
 // --8<-- [end:softmax_online_warp]
@@ -127,11 +116,12 @@ __global__ void softmax_online_block(const T* X, T* Y, int64_t M, int64_t N) {
   T* y = Y + blockIdx.x * N;
   MD s{neg_inf(), 0.f};
   for (int64_t j = threadIdx.x; j < N; j += blockDim.x) md_push(s, to_f(x[j]));
-  s = md_warp_merge(s);
+  s = warp_all_reduce(s, MdMerge());
   if (lane == 0) smem[warp] = s;
   __syncthreads();
-  // every warp merges the warps' states itself (the same bits in every warp): no second barrier
-  s = md_warp_merge(lane < warps ? smem[lane] : MD{neg_inf(), 0.f});
+  // every warp merges the warps' states itself (the same bits in every warp): no second barrier.
+  // (block_all_reduce's shape written out, so that the indices are computed before the loop)
+  s = warp_all_reduce(lane < warps ? smem[lane] : MD{neg_inf(), 0.f}, MdMerge());
   for (int64_t j = threadIdx.x; j < N; j += blockDim.x) y[j] = from_f<T>(expf(to_f(x[j]) - s.m) / s.d);
 }
 // --8<-- [end:softmax_online_block]
