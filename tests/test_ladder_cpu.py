@@ -133,7 +133,9 @@ def test_rung_index_renders_every_rung():
     assert "{% rung_index %}" in page
     table = render.expand("{% rung_index %}\n" + page, "ladder/rungs.md", "../")
     for e in registry.RUNGS:
-        row = next(line for line in table.splitlines() if f"[`{e.name}`](#{e.name})" in line)
+        # linked where the page has a section for it, plain where not (yet)
+        row = next(line for line in table.splitlines()
+                   if f"[`{e.name}`](#{e.name})" in line or f"| `{e.name}`" in line)
         assert e.idea in row and f"`{e.run}`" in row and e.bound_family in row, row
     assert "16384 x 4096" in table
 
