@@ -15,8 +15,8 @@ from ..device import runtime
 from .aten_shim import (TensorRef, _cast_acc, _dispatch, data_ptr, empty, empty_like, expect_contiguous,
                         numeric_limits_epsilon, scalar_type_name, toAccumulateType, zeros_like)
 from .kernel_table import (BFloat16, GammaBetaBackwardCUDAKernelTemplate, Half, LayerNormForwardCUDAKernel,
-                      RowwiseMomentsCUDAKernel, double, float_, layer_norm_grad_input_kernel,
-                      layer_norm_grad_input_kernel_vectorized, sizeof, vectorized_layer_norm_kernel)
+                           RowwiseMomentsCUDAKernel, double, float_, layer_norm_grad_input_kernel,
+                           layer_norm_grad_input_kernel_vectorized, sizeof, vectorized_layer_norm_kernel)
 from .input_checks import TORCH_CHECK, _check_layer_norm_inputs
 
 # --8<-- [start:kCUDANumThreads]
