@@ -23,10 +23,14 @@ class Layer:
 LAYERS = (
     Layer("cli", ("reimpl.cli", "reimpl.__main__"), "reimpl/cli.py",
           "The command line (`python -m reimpl`): the one entry point that reaches every layer, each lazily.",
-          ("docsite", "checks", "emulator", "public", "fast", "ladder", "mirror", "upstream", "device")),
+          ("docsite", "testing", "checks", "emulator", "public", "fast", "ladder", "mirror", "upstream", "device")),
     Layer("docsite", ("reimpl.docsite",), "reimpl/docsite/",
           "Builds the reading site: MkDocs hooks, directives, diagrams, build-time traces, link checks.",
-          ("checks", "emulator", "ladder", "mirror", "upstream")),
+          ("testing", "checks", "emulator", "ladder", "mirror", "upstream")),
+    Layer("testing", ("reimpl.testing",), "reimpl/testing/",
+          "Judges a user's own kernel against torch's bits: the case matrix, the difference report, the "
+          "diagnosis by variants of torch's computation, batch invariance, the pytest plugin.",
+          ("checks", "emulator", "ladder", "mirror", "device")),
     Layer("checks", ("reimpl.checks",), "reimpl/checks/",
           "Holds the mirror to torch: case matrices, bit parity, torch's recorded launches, launch plans, "
           "benchmarks, the GPU's step trace.",
