@@ -167,6 +167,47 @@ def _cmd_fetch(args) -> int:
     return fetch_main(args.base, args.write_hash)
 
 
+def _load_function(spec: str):
+    """MODULE:FUNCTION (MODULE importable from the current directory, or a path to a .py file)."""
+    import importlib
+    import importlib.util
+    import os
+    mod_name, _, fn_name = spec.partition(":")
+    if not fn_name:
+        raise SystemExit(f"judge: expected MODULE:FUNCTION, got {spec!r}")
+    if mod_name.endswith(".py"):
+        spec_ = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(mod_name))[0], mod_name)
+        module = importlib.util.module_from_spec(spec_)
+        spec_.loader.exec_module(module)
+    else:
+        sys.path.insert(0, os.getcwd())
+        module = importlib.import_module(mod_name)
+    return getattr(module, fn_name)
+
+
+def _cmd_judge(args) -> int:
+    """Judge a user's kernel against torch's bits (GPU), or diagnose saved rows (CPU, NumPy only)."""
+    if args.from_file:
+        from .testing.diagnosis import Rows, diagnose
+        rows = Rows.load(args.from_file)
+        print(f"{args.from_file}: {rows.op} {rows.dtype}, {len(rows.x)} rows of {rows.x.shape[1]}")
+        print(diagnose(rows))
+        return 0
+    if not args.function:
+        raise SystemExit("judge: give MODULE:FUNCTION, or --from FILE")
+    from .testing.verdict import _failing_rows_of, judge
+    fn = _load_function(args.function)
+    verdict = judge(fn, args.op, dtypes=tuple(args.dtypes.split(",")), device=args.device,
+                    backward=args.backward)
+    print(verdict)
+    if args.save and verdict.failed and not args.backward:
+        rows = _failing_rows_of(fn, args.op, verdict.failed[0].case, verdict.device)
+        rows.save(args.save)
+        print(f"the failing rows of {verdict.failed[0].case.id} saved to {args.save}: "
+              f"`python -m reimpl judge --from {args.save}` diagnoses them on any machine")
+    return 0 if verdict.ok else 1
+
+
 def _case_arguments(p, shape: str) -> None:
     p.add_argument("--op", choices=("layer_norm", "rms_norm"), default="layer_norm")
     p.add_argument("--dtype", choices=("fp32", "fp16", "bf16", "fp64"), default="fp32")
@@ -231,5 +272,16 @@ def main(argv=None) -> int:
     f.add_argument("--base", help="fetch from this base URL instead of raw.githubusercontent.com at the pin")
     f.add_argument("--write-hash", action="store_true", help="record the sha256 of files the manifest has none for")
     f.set_defaults(fn=_cmd_fetch)
+    j = sub.add_parser("judge", help="judge your own LayerNorm/RMSNorm against torch's bits and diagnose "
+                       "why it differs (GPU; the diagnosis of saved rows needs only NumPy)")
+    j.add_argument("function", nargs="?", help="MODULE:FUNCTION or path/to/file.py:FUNCTION, with "
+                   "F.layer_norm's (or F.rms_norm's) arguments")
+    j.add_argument("--op", choices=("layer_norm", "rms_norm"), default="layer_norm")
+    j.add_argument("--dtypes", default="fp32,fp16,bf16", help="comma-separated: fp32, fp16, bf16, fp64")
+    j.add_argument("--backward", action="store_true", help="compare dX, dweight, dbias through autograd")
+    j.add_argument("--device", help="cuda (default when a GPU is present) or cpu (reference: the emulator)")
+    j.add_argument("--save", metavar="FILE", help="save the first failing case's rows (.npz) for --from")
+    j.add_argument("--from", dest="from_file", metavar="FILE", help="diagnose rows saved by --save (CPU)")
+    j.set_defaults(fn=_cmd_judge)
     args = p.parse_args(argv)
     return args.fn(args)

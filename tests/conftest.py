@@ -10,6 +10,8 @@ import os
 from collections import defaultdict
 
 import pytest
+
+pytest_plugins = ["pytester"]  # tests/test_testing_cpu.py runs a user's test file through the plugin
 import torch
 
 

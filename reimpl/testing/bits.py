@@ -115,15 +115,16 @@ def _buckets(d: np.ndarray) -> dict[str, int]:
     return out
 
 
-def compare(output: str, yours, torch_, dtype: str | None = None) -> Difference:
-    """How `yours` differs from `torch_` (same shape and dtype) bit for bit."""
+def compare(output: str, yours, torch_, dtype: str | None = None, row_size: int | None = None) -> Difference:
+    """How `yours` differs from `torch_` (same shape and dtype) bit for bit; a row is `row_size`
+    elements (default: the last dimension)."""
     a, name = as_bits(yours, dtype)
     b, name_t = as_bits(torch_, dtype)
     if name != name_t or a.shape != b.shape:
         raise ValueError(f"{output}: yours is {name} {list(a.shape)}, torch's is {name_t} {list(b.shape)}")
     eq = equal_mask(a, b, name)
     bad = ~eq
-    rows2 = bad.reshape(-1, a.shape[-1]) if a.ndim else bad.reshape(1, 1)
+    rows2 = bad.reshape(-1, row_size or (a.shape[-1] if a.ndim else 1))
     rows = np.flatnonzero(rows2.any(axis=1))
     d = ulp_distance(a, b, name)[bad]
     na, nb = _is_nan(a, name), _is_nan(b, name)

@@ -2,8 +2,8 @@
 
 `layer_norm_textbook` is the kernel most people write first, after the fused forward of Triton's
 layer-norm tutorial: one program per row, the whole row in one tile, mean and variance by
-`tl.sum`, `1 / sqrt(var + eps)`. It is close to torch (a few ulp) but not bit-identical: its sums
-are trees of Triton's choosing, its divisions are approximate and the compiler fuses as it likes.
+`tl.sum`, `1 / sqrt(var + eps)`. It is close to torch but not bit-identical: its sums are trees
+of Triton's choosing, its divisions are approximate and the compiler fuses as it likes.
 
 `layer_norm_torch_bits` reproduces, bit for bit, what torch 2.11 computes on the GPU on its fast
 path, `vectorized_layer_norm_kernel` (aten/src/ATen/native/cuda/layer_norm_kernel.cu; line by line
@@ -65,17 +65,6 @@ def _kernels():
 
     # ---- torch's vectorized_layer_norm_kernel, bit for bit ----------------------------------------
     @triton.jit
-    def _rsqrt(v, INLINE_ASM: tl.constexpr):
-        # torch: c10::cuda::compat::rsqrt -> rsqrtf, which nvcc (-ftz=false) emits as
-        # rsqrt.approx.f32: MUFU.RSQ, plus a scaling sequence for subnormal inputs.
-        if INLINE_ASM:
-            r = tl.inline_asm_elementwise("rsqrt.approx.f32 $0, $1;", "=r,r", [v], dtype=tl.float32,
-                                          is_pure=True, pack=1)
-        else:
-            r = tl.math.rsqrt(v)   # the Triton interpreter cannot run inline asm
-        return r
-
-    @triton.jit
     def _online(x, mean, m2, count, active, RMS: tl.constexpr):
         # cuWelfordOnlineSum, one element into each of the 128 states; a thread whose vector index
         # is past the row (`active` false) keeps its state, as torch's loop simply ends for it.
@@ -132,7 +121,7 @@ def _kernels():
 
     @triton.jit
     def ln_torch_bits(X, Y, W, B, Mean, Rstd, N, eps, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
-                      RMS: tl.constexpr, INLINE_ASM: tl.constexpr):
+                      RMS: tl.constexpr):
         row = tl.program_id(0).to(tl.int64)
         X += row * N
         Y += row * N
@@ -159,7 +148,9 @@ def _kernels():
             mean, m2, count = _online(x3, mean, m2, count, active, RMS)
 
         # 2. shuffle-down rounds within each warp: [warp, lane], lane l takes lane l + offset.
-        #    Only lane 0's result is used, and it depends only on these pairings.
+        #    Only lane 0's result is used, and it depends only on these pairings. (Triton keeps
+        #    these small tensors whole in every thread, so each thread runs the whole tree: some
+        #    130 IEEE divisions per row, redundant but deterministic, and cheap beside the loads.)
         mean = tl.reshape(mean, (4, 32))
         m2 = tl.reshape(m2, (4, 32))
         count = tl.reshape(count, (4, 32))
@@ -178,8 +169,12 @@ def _kernels():
         mean, m2, count = _fold(mean, m2, count, 1, 1, RMS)    # [1, 1]
 
         # sigma2 / float(N): IEEE division (Triton's `/` on fp32 is approximate); float(N) is exact
-        var = tl.math.div_rn(m2, tl.full((1, 1), 0.0, tl.float32) + tl.cast(N, tl.float32))
-        rstd = _rsqrt(var + eps, INLINE_ASM)                      # FADD, then rsqrtf
+        var = tl.math.div_rn(m2, tl.full((1, 1), N, tl.float32))
+        # torch: c10::cuda::compat::rsqrt -> rsqrtf, which nvcc (-ftz=false) emits as the PTX
+        # rsqrt.approx.f32 (MUFU.RSQ, with a rescaling for subnormal inputs). Triton 3.6 lowers
+        # tl.math.rsqrt to libdevice's __nv_rsqrtf, the same instruction, and to its .ftz variant
+        # unless the launch passes enable_reflect_ftz=False. Unlike inline asm, the interpreter runs it.
+        rstd = tl.math.rsqrt(var + eps)
 
         # 4. normalize: a second read of the row, 4 elements per thread per step, one rounding to
         #    the output type on the store. The arithmetic per branch is what torch's SASS does.
@@ -218,10 +213,11 @@ def _kernels():
             tl.store(Mean + row + tl.arange(0, 1), tl.reshape(mean, (1,)))
         tl.store(Rstd + row + tl.arange(0, 1), tl.reshape(rstd, (1,)))
 
-    # the Triton interpreter looks a kernel's callees up in its module's globals, not in this
-    # closure (the compiler looks in both): publish the helpers there
-    globals().update(_rsqrt=_rsqrt, _online=_online, _combine=_combine, _partner_split=_partner_split,
-                     _fold=_fold)
+    # The Triton interpreter looks a kernel's callees up in the module's globals, not in this
+    # closure, and the compiler reads `tl.constexpr` annotations in the globals plus the names the
+    # body uses (_fold's body has no `tl`): publish the helpers and `tl` there
+    globals().update(tl=tl, _online=_online, _combine=_combine,
+                     _partner_split=_partner_split, _fold=_fold)
     return triton, ln_textbook, ln_torch_bits
 
 
@@ -251,11 +247,6 @@ def _outputs(x):
     mean = torch.empty(M, dtype=torch.float32, device=x.device)
     rstd = torch.empty(M, dtype=torch.float32, device=x.device)
     return y, mean, rstd
-
-
-def _interpreted() -> bool:
-    import os
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 def layer_norm_textbook(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5, *,
@@ -295,10 +286,9 @@ def layer_norm_torch_bits(x, normalized_shape, weight=None, bias=None, eps: floa
         ln_torch_bits[(x.shape[0],)](
             x, y, weight, bias, mean, rstd, N, float(eps),
             HAS_W=weight is not None, HAS_B=bias is not None, RMS=rms_norm,
-            INLINE_ASM=not _interpreted(),
             num_warps=THREADS // 32,
             # no fusion but the tl.fma written above (ptxas --fmad=false too), and no flush to zero
-            # in the libdevice functions (nvcc's -ftz=false)
+            # in libdevice's rsqrtf (nvcc's -ftz=false)
             enable_fp_fusion=False, enable_reflect_ftz=False)
     if return_stats:
         return y, (None if rms_norm else mean), rstd

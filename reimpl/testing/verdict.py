@@ -145,7 +145,8 @@ def judge_forward_case(fn, op: str, case, device: str, diagnose_rows: bool = Tru
         return CaseResult(case, [], error=f"{type(e).__name__}: {e}")
     ref = _reference_forward(case, x, w, b)
     dt = _DTYPE_NAME[case.dtype]
-    diffs = [compare("out", _as_numpy(got[0], dt), _as_numpy(ref[0], dt), dt)]
+    n = int(np.prod(case.normalized_shape))
+    diffs = [compare("out", _as_numpy(got[0], dt), _as_numpy(ref[0], dt), dt, row_size=n)]
     stats = {}
     for name, mine, theirs in zip(case.output_names[1:], got[1:], ref[1:]):
         diffs.append(_stat_matches(name, mine, theirs, dt))
@@ -166,6 +167,17 @@ def _failing_rows(op, case, x, w, b, out, stats, diff: Difference) -> Rows:
     pick = lambda a: None if a is None or a.size != len(_as_numpy(x, dt).reshape(-1, n)) else a[rows]  # noqa: E731
     return Rows(op, dt, xs, flat(w), flat(b) if op == "layer_norm" else None, case.eps, ys,
                 pick(flat(stats.get("mean"))), pick(flat(stats.get("rstd"))), _torch_path(case))
+
+
+def _failing_rows_of(fn, op, case, device) -> Rows:
+    """The rows of `case` on which `fn` differs from torch, ready to save and diagnose elsewhere."""
+    x, w, b = case.make_inputs(device)
+    got = _call_forward(fn, op, case, x, w, b)
+    ref = _reference_forward(case, x, w, b)
+    dt = _DTYPE_NAME[case.dtype]
+    diff = compare("out", _as_numpy(got[0], dt), _as_numpy(ref[0], dt), dt, row_size=int(np.prod(case.normalized_shape)))
+    stats = {name: _as_numpy(mine, dt) for name, mine in zip(case.output_names[1:], got[1:])}
+    return _failing_rows(op, case, x, w, b, got[0], stats, diff)
 
 
 def _grads(fn, op, case, dy, x, w, b):
