@@ -213,7 +213,7 @@ def _stats(ar: Arith, v: Variant, X, rms: bool):
 
 
 def _rstd(ar: Arith, v: Variant, var, eps):
-    eps = ar.acc(eps)
+    eps = ar.acc(f32(eps))  # a float eps, as torch's kernels (and the planted ones) take it
     if v.eps == "outside":
         return ar.div(1, ar.add(ar.sqrt(var), eps))
     if v.rsqrt == "div_sqrt":
@@ -290,8 +290,8 @@ def applicable(v: Variant, op: str, N: int) -> bool:
     """Whether the variant is a change at all for this op and row width."""
     if N % VEC and v.path != "fallback":
         return False
-    if op == "rms_norm" and v.stats != "welford":
-        return False  # RMSNorm has no mean: Welford is already a sum of squares
+    if op == "rms_norm" and (v.stats != "welford" or v.tree == "swapped"):
+        return False  # RMSNorm has no mean (its Welford is a sum of squares) and its merge is a commutative add
     return True
 
 

@@ -1,7 +1,8 @@
 """Kernels with one change of torch's computation planted: the proof that the diagnosis names the
 change. For each switch of reimpl/emulator/variants.py there is a GPU build of
-cuda/planted_layer_norm.cu with that one change (a macro, or the compiler option it stands for), and
-a CPU twin that runs the variant model itself.
+cuda/planted_layer_norm.cu with that one change (a macro, or the compiler option it stands for; the
+flush-to-zero build is compiled by CuPy's RawModule, whose default it is), and a CPU twin that runs
+the variant model itself.
 
     fn = planted.on_gpu("two_pass")          # F.layer_norm's signature, returns (y, mean, rstd)
     assert "two_pass" in diagnosis_of(fn)    # what tests/gpu/test_judge_gpu.py checks for each key
@@ -47,7 +48,10 @@ def block_y(key: str) -> int:
 
 
 def options(key: str, arch: str) -> list[str]:
-    """torch's numerics (reimpl/device/compile.py), then the planted option overriding its own."""
+    """torch's numerics (reimpl/device/compile.py), with a numerics build's one option in place of
+    torch's. On the GPU the ftz build goes through CuPy's RawModule instead (see _function): on the
+    H100 machine's NVRTC 13.0, NVRTC compiles of this kernel given -ftz=true came out without .FTZ
+    instructions in some processes and with them in others, while CuPy's compile flushed every time."""
     from ..device.compile import DIAGNOSTIC_OPTIONS, NUMERICS_OPTIONS, cuda_include_dir
     planted, macros = BUILDS[key]
     numerics = [o for o in NUMERICS_OPTIONS if o.split("=")[0] not in {p.split("=")[0] for p in planted}]
@@ -60,12 +64,16 @@ def name_expressions() -> list[str]:
 
 
 @functools.cache
-def build(key: str, arch: str):
-    """The NVRTC compile of one planted build: (cubin, {name expression: lowered name})."""
+def build(key: str, arch: str) -> dict[str, tuple[bytes, str]]:
+    """The NVRTC compiles of one planted build: {name expression: (cubin, lowered name)}, one
+    program per kernel, so that each kernel's code can be read and checked alone."""
     from ..device import nvrtc
     text = (CUDA_DIR / SOURCE_NAME).read_text()
-    res = nvrtc.compile_program(text, SOURCE_NAME, options(key, arch), name_expressions())
-    return res.cubin, res.lowered_names
+    out = {}
+    for expr in name_expressions():
+        res = nvrtc.compile_program(text, SOURCE_NAME, options(key, arch), [expr])
+        out[expr] = (res.cubin, res.lowered_names[expr])
+    return out
 
 
 def _check(x, weight, bias, op):
@@ -76,15 +84,21 @@ def _check(x, weight, bias, op):
 
 
 @functools.cache
-def _module(key: str, device: int):
+def _function(key: str, expr: str, device: int):
     import cupy
     import torch
-    major, minor = torch.cuda.get_device_capability(device)
-    cubin, lowered = build(key, f"sm_{major}{minor}")
     with cupy.cuda.Device(device):
+        if key == "ftz":
+            # exactly a CuPy user's compile: RawModule appends -ftz=true to the options it is given
+            from ..device.compile import cuda_include_dir
+            mod = cupy.RawModule(code=(CUDA_DIR / SOURCE_NAME).read_text(),
+                                 options=("-std=c++17", f"-I{cuda_include_dir()}"), name_expressions=[expr])
+            return mod, mod.get_function(expr)
+        major, minor = torch.cuda.get_device_capability(device)
+        cubin, lowered = build(key, f"sm_{major}{minor}")[expr]
         mod = cupy.cuda.function.Module()
         mod.load(cubin)
-    return mod, lowered
+    return mod, mod.get_function(lowered)  # the module too: the function lives as long as it
 
 
 def on_gpu(key: str, op: str = "layer_norm"):
@@ -105,9 +119,8 @@ def on_gpu(key: str, op: str = "layer_norm"):
         y = torch.empty_like(x)
         stat = torch.empty(M, dtype=torch.float32, device=x.device)
         rstd = torch.empty(M, dtype=torch.float32, device=x.device)
-        mod, lowered = _module(key, x.device.index or 0)
         t = TYPES[str(x.dtype).replace("torch.", "")]
-        fn = mod.get_function(lowered[f"planted_layer_norm<{t}, {str(op == 'rms_norm').lower()}>"])
+        _, fn = _function(key, f"planted_layer_norm<{t}, {str(op == 'rms_norm').lower()}>", x.device.index or 0)
         ptr = lambda a: np.uint64(0 if a is None else a.contiguous().data_ptr())  # noqa: E731
         stream = cupy.cuda.ExternalStream(torch.cuda.current_stream(x.device).cuda_stream)
         with cupy.cuda.Device(x.device.index or 0):

@@ -271,7 +271,7 @@ def layer_norm_torch_bits(x, normalized_shape, weight=None, bias=None, eps: floa
                           rms_norm: bool = False, return_stats: bool = False):
     """torch 2.11's vectorized_layer_norm_kernel (or, with rms_norm, its RMSNorm instance), bit for
     bit. ValueError where torch would not take that kernel."""
-    triton, _, ln_torch_bits = _kernels()
+    _, _, ln_torch_bits = _kernels()
     N = _check_inputs(x, normalized_shape, weight, bias, rms_norm)
     alignment = VEC * x.element_size()   # torch's can_vectorize: 4 elements
     if N % VEC:

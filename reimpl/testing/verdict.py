@@ -153,14 +153,16 @@ def judge_forward_case(fn, op: str, case, device: str, diagnose_rows: bool = Tru
         stats[name] = _as_numpy(mine, dt)
     result = CaseResult(case, diffs)
     if not result.ok and diagnose_rows and dt != "float64":
-        result.diagnosis = diagnose(_failing_rows(op, case, x, w, b, got[0], stats, diffs[0]))
+        result.diagnosis = diagnose(_failing_rows(op, case, x, w, b, got[0], stats, diffs))
     return result
 
 
-def _failing_rows(op, case, x, w, b, out, stats, diff: Difference) -> Rows:
+def _failing_rows(op, case, x, w, b, out, stats, diffs: list[Difference]) -> Rows:
+    """The rows where the output or a statistic differs (statistics hold one value per row)."""
     dt = _DTYPE_NAME[case.dtype]
     n = int(np.prod(case.normalized_shape))
-    rows = diff.rows or list(range(min(8, x.numel() // max(n, 1))))
+    rows = sorted({r for d in diffs for r in d.rows})  # a statistic's rows are its elements
+    rows = rows or list(range(min(8, x.numel() // max(n, 1))))
     xs = _as_numpy(x, dt).reshape(-1, n)[rows]
     ys = _as_numpy(out, dt).reshape(-1, n)[rows]
     flat = lambda a: None if a is None else _as_numpy(a, dt).reshape(-1)  # noqa: E731
@@ -175,9 +177,13 @@ def _failing_rows_of(fn, op, case, device) -> Rows:
     got = _call_forward(fn, op, case, x, w, b)
     ref = _reference_forward(case, x, w, b)
     dt = _DTYPE_NAME[case.dtype]
-    diff = compare("out", _as_numpy(got[0], dt), _as_numpy(ref[0], dt), dt, row_size=int(np.prod(case.normalized_shape)))
-    stats = {name: _as_numpy(mine, dt) for name, mine in zip(case.output_names[1:], got[1:])}
-    return _failing_rows(op, case, x, w, b, got[0], stats, diff)
+    diffs = [compare("out", _as_numpy(got[0], dt), _as_numpy(ref[0], dt), dt,
+                     row_size=int(np.prod(case.normalized_shape)))]
+    stats = {}
+    for name, mine, theirs in zip(case.output_names[1:], got[1:], ref[1:]):
+        diffs.append(_stat_matches(name, mine, theirs, dt))
+        stats[name] = _as_numpy(mine, dt)
+    return _failing_rows(op, case, x, w, b, got[0], stats, diffs)
 
 
 def _grads(fn, op, case, dy, x, w, b):
