@@ -26,7 +26,7 @@ LAYERS = (
           ("docsite", "testing", "checks", "emulator", "public", "fast", "ladder", "mirror", "upstream", "device")),
     Layer("docsite", ("reimpl.docsite",), "reimpl/docsite/",
           "Builds the reading site: MkDocs hooks, directives, diagrams, build-time traces, link checks.",
-          ("checks", "emulator", "ladder", "mirror", "upstream")),
+          ("testing", "checks", "emulator", "ladder", "mirror", "upstream")),
     Layer("testing", ("reimpl.testing",), "reimpl/testing/",
           "Judges a user's own kernel against torch's bits: the case matrix, the difference report, the "
           "diagnosis by variants of torch's computation, batch invariance, the pytest plugin.",

@@ -13,6 +13,6 @@
     code_excerpts.py    our code included by line range; the emulator's source pages
     links.py            the built site's internal links and anchors, checked
 
-Layer: docsite. May import: checks, emulator, ladder, mirror, upstream.
+Layer: docsite. May import: testing, checks, emulator, ladder, mirror, upstream.
 Nothing imports this package but the MkDocs hook and the tests.
 """

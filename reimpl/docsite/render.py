@@ -15,6 +15,7 @@
     {% host_overhead %}, {% host_profile %}   host time per call (reimpl/docsite/host_table.py)
     {% siblings_* %}, {% softmax_errors %}, {% batchnorm_errors %}, {% merge_order %}
                              BatchNorm's and softmax's pages (reimpl/docsite/siblings_tables.py)
+    {% judge_* %}, {% batch_invariance %}   "Test your kernel against torch" (reimpl/docsite/judge_tables.py)
 
 Each directive sits alone on its line. An unknown directive is an error, so a typo fails the build.
 """
@@ -24,7 +25,7 @@ import re
 
 from ..layers import LAYERS
 from ..upstream import manifest as manifest_mod
-from . import fast_tables, host_table, ladder_tables, releases_table, siblings_tables
+from . import fast_tables, host_table, judge_tables, ladder_tables, releases_table, siblings_tables
 from .diagrams import DIAGRAMS
 from .parity_tables import numerics_example, parity
 from .source_links import symbol, symbol_index
@@ -96,6 +97,9 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
         sibling = siblings_tables.expand(kind, arg)
         if sibling is not None:
             return sibling
+        judged = judge_tables.expand(kind, arg)
+        if judged is not None:
+            return judged
         raise ValueError(f"{page}: unknown directive {match.group(0)!r}")
 
     return DIRECTIVE.sub(one, markdown)

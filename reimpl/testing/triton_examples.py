@@ -40,6 +40,7 @@ def _kernels():
     import triton.language as tl
 
     # ---- the textbook kernel --------------------------------------------------------------------
+    # --8<-- [start:textbook]
     @triton.jit
     def ln_textbook(X, Y, W, B, Mean, Rstd, N, eps, BLOCK: tl.constexpr, HAS_W: tl.constexpr,
                     HAS_B: tl.constexpr, RMS: tl.constexpr):
@@ -62,6 +63,7 @@ def _kernels():
         if HAS_B:
             y = y + tl.load(B + cols, mask=mask).to(tl.float32)
         tl.store(Y + row * N + cols, y.to(Y.dtype.element_ty), mask=mask)
+    # --8<-- [end:textbook]
 
     # ---- torch's vectorized_layer_norm_kernel, bit for bit ----------------------------------------
     @triton.jit
@@ -147,6 +149,7 @@ def _kernels():
             mean, m2, count = _online(x2, mean, m2, count, active, RMS)
             mean, m2, count = _online(x3, mean, m2, count, active, RMS)
 
+        # --8<-- [start:torch_tree]
         # 2. shuffle-down rounds within each warp: [warp, lane], lane l takes lane l + offset.
         #    Only lane 0's result is used, and it depends only on these pairings. (Triton keeps
         #    these small tensors whole in every thread, so each thread runs the whole tree: some
@@ -167,6 +170,7 @@ def _kernels():
         count = tl.reshape(count, (1, 4))
         mean, m2, count = _fold(mean, m2, count, 1, 2, RMS)
         mean, m2, count = _fold(mean, m2, count, 1, 1, RMS)    # [1, 1]
+        # --8<-- [end:torch_tree]
 
         # sigma2 / float(N): IEEE division (Triton's `/` on fp32 is approximate); float(N) is exact
         var = tl.math.div_rn(m2, tl.full((1, 1), N, tl.float32))
