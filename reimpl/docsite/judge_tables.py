@@ -107,14 +107,6 @@ def example(data: dict | None) -> str:
     return "\n".join(rows) + "\n"
 
 
-def example_count(data: dict | None, name: str) -> str:
-    """'k of n' for one example kernel, for prose."""
-    for r in (data or {}).get("rows", []):
-        if r.get("example") == name:
-            return f"{r['cases_equal']} of {r['cases']}"
-    return "(not measured)"
-
-
 def batch(data: dict | None) -> str:
     if data is None:
         return _missing("batch")

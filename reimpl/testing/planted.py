@@ -19,6 +19,7 @@ import numpy as np
 from ..emulator import variants as V
 
 CUDA_DIR = Path(__file__).resolve().parent / "cuda"
+LADDER_CUDA_DIR = Path(__file__).resolve().parents[1] / "ladder" / "cuda"  # common.cuh
 SOURCE_NAME = "planted_layer_norm.cu"
 
 # key -> (NVRTC numerics options, macros); the key is a name of variants.SINGLE, or "torch"
@@ -56,7 +57,7 @@ def options(key: str, arch: str) -> list[str]:
     planted, macros = BUILDS[key]
     numerics = [o for o in NUMERICS_OPTIONS if o.split("=")[0] not in {p.split("=")[0] for p in planted}]
     return [f"--gpu-architecture={arch}", "-std=c++17", *numerics, *planted, *DIAGNOSTIC_OPTIONS,
-            f"-I{cuda_include_dir()}", *(f"-D{m}" if "=" in m else f"-D{m}=1" for m in macros)]
+            f"-I{LADDER_CUDA_DIR}", f"-I{cuda_include_dir()}", *(f"-D{m}" if "=" in m else f"-D{m}=1" for m in macros)]
 
 
 def name_expressions() -> list[str]:
@@ -92,7 +93,8 @@ def _function(key: str, expr: str, device: int):
             # exactly a CuPy user's compile: RawModule appends -ftz=true to the options it is given
             from ..device.compile import cuda_include_dir
             mod = cupy.RawModule(code=(CUDA_DIR / SOURCE_NAME).read_text(),
-                                 options=("-std=c++17", f"-I{cuda_include_dir()}"), name_expressions=[expr])
+                                 options=("-std=c++17", f"-I{LADDER_CUDA_DIR}", f"-I{cuda_include_dir()}"),
+                                 name_expressions=[expr])
             return mod, mod.get_function(expr)
         major, minor = torch.cuda.get_device_capability(device)
         cubin, lowered = build(key, f"sm_{major}{minor}")[expr]

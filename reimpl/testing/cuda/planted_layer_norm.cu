@@ -6,8 +6,7 @@
 //
 // Assumptions: blockDim = (32, PLANT_BLOCK_Y), one row per block, N % 4 == 0, X, Y, gamma and beta
 // 16-byte aligned (the host checks); gamma and beta both given or both absent for LayerNorm.
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
+#include "common.cuh"  // the ladder's storage-type conversions (reimpl/ladder/cuda/)
 
 #ifndef PLANT_BLOCK_Y
 #define PLANT_BLOCK_Y 4
@@ -18,13 +17,8 @@ typedef double acc_t;  // statistics and the affine step in double; stored throu
 typedef float acc_t;
 #endif
 
-__device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T> __device__ __forceinline__ T from_float(float v);
-template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+using ladder::from_f;
+using ladder::to_f;
 
 template <typename T, int n> struct __align__(sizeof(T) * n) vec { T val[n]; };
 
@@ -107,7 +101,7 @@ __global__ void planted_layer_norm(const T* __restrict__ X, const T* __restrict_
       V d = Xv[i];
 #pragma unroll
       for (int ii = 0; ii < 4; ii++) {
-        acc_t x = to_float(d.val[ii]);
+        acc_t x = to_f(d.val[ii]);
         s += x;
 #if PLANT_ONE_PASS
         q += x * x;
@@ -125,7 +119,7 @@ __global__ void planted_layer_norm(const T* __restrict__ X, const T* __restrict_
       V d = Xv[i];
 #pragma unroll
       for (int ii = 0; ii < 4; ii++) {
-        acc_t c = acc_t(to_float(d.val[ii])) - mean;
+        acc_t c = acc_t(to_f(d.val[ii])) - mean;
         q += c * c;
       }
     }
@@ -139,7 +133,7 @@ __global__ void planted_layer_norm(const T* __restrict__ X, const T* __restrict_
       V d = Xv[i];
 #pragma unroll
       for (int ii = 0; ii < 4; ii++) {
-        acc_t x = to_float(d.val[ii]);
+        acc_t x = to_f(d.val[ii]);
         if (rms_norm) {
           w.sigma2 = w.sigma2 + x * x;
         } else {  // cuWelfordOnlineSum
@@ -169,22 +163,22 @@ __global__ void planted_layer_norm(const T* __restrict__ X, const T* __restrict_
     V out;
 #pragma unroll
     for (int ii = 0; ii < 4; ii++) {
-      acc_t x = to_float(d.val[ii]);
+      acc_t x = to_f(d.val[ii]);
 #if PLANT_CAST_PER_OP
-      T r = from_float<T>(float(rms_norm ? rstd * x : rstd * (x - mean)));
-      if (gamma != nullptr) r = from_float<T>(float(acc_t(to_float(Gv[i].val[ii])) * acc_t(to_float(r))));
-      if (!rms_norm && beta != nullptr) r = from_float<T>(float(acc_t(to_float(r)) + acc_t(to_float(Bv[i].val[ii]))));
+      T r = from_f<T>(float(rms_norm ? rstd * x : rstd * (x - mean)));
+      if (gamma != nullptr) r = from_f<T>(float(acc_t(to_f(Gv[i].val[ii])) * acc_t(to_f(r))));
+      if (!rms_norm && beta != nullptr) r = from_f<T>(float(acc_t(to_f(r)) + acc_t(to_f(Bv[i].val[ii]))));
       out.val[ii] = r;
 #else
       acc_t y;
       if (rms_norm) {
-        y = gamma != nullptr ? acc_t(to_float(Gv[i].val[ii])) * (rstd * x) : rstd * x;
+        y = gamma != nullptr ? acc_t(to_f(Gv[i].val[ii])) * (rstd * x) : rstd * x;
       } else if (gamma != nullptr) {
-        y = acc_t(to_float(Gv[i].val[ii])) * (rstd * (x - mean)) + acc_t(to_float(Bv[i].val[ii]));
+        y = acc_t(to_f(Gv[i].val[ii])) * (rstd * (x - mean)) + acc_t(to_f(Bv[i].val[ii]));
       } else {
         y = rstd * (x - mean);
       }
-      out.val[ii] = from_float<T>(float(y));
+      out.val[ii] = from_f<T>(float(y));
 #endif
     }
     Yv[i] = out;
