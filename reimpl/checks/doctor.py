@@ -59,6 +59,17 @@ def verdict(torch_version: str, git_version: str | None, matrix: dict | None = N
     return DIFFER, f"torch {release}'s kernels differ: expect these groups to differ: {', '.join(differ)}{host}"
 
 
+def release_facts(torch_version: str) -> list[str]:
+    """What is known of the user's release beyond its kernels, and how: the host dispatch (read from
+    the copy that stands for it) and inputs past 2^32 elements (measured or inferred)."""
+    from ..upstream.dispatch import RELEASES
+    facts = RELEASES.get(release_of(torch_version))
+    if facts is None:
+        return ["host dispatch  unknown for this release (no copy of its layer_norm_kernel.cu was read)"]
+    (host, host_how), (large, large_how) = facts
+    return [f"host dispatch  {host_how}: {host}", f"past 2^32 el.  {large_how}: {large}"]
+
+
 def environment() -> dict:
     """What is installed here, each item or None where it cannot be found."""
     env: dict = {}
@@ -113,6 +124,7 @@ def report(env: dict | None = None) -> str:
         if not env.get("cuda_runtime"):
             why = f"this is a CPU build, so parity cannot run here; for the CUDA wheel of the same release: {why}"
         lines.append(f"verdict        {v}: {why}")
+        lines += release_facts(env["torch"])
     else:
         lines.append("verdict        no torch installed: scripts/main.sh installs the pin")
     return "\n".join(lines)

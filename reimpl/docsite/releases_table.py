@@ -51,3 +51,95 @@ def gpu_families() -> str:
                 lines.append(f"| {v} | {against} | {fam} | {x['cases']} | {x['mismatched_cases']} | "
                              f"{x['mismatched_elements']} | {x.get('absent', 0)} |")
     return "\n".join(lines) + "\n"
+
+
+# ---- the host dispatch of newer releases (reference/host_dispatch.json) ------------------------------
+def host_copies() -> str:
+    from ..upstream.dispatch import host_facts
+    h = host_facts()
+    if h is None:
+        return "*reference/host_dispatch.json is missing.*\n"
+    rows = ["| copy | commit | dated by its changes | stands for | how sure | why |", "|---|---|---|---|---|---|"]
+    for c in h["copies"]:
+        link = f"https://github.com/{c['repo']}/blob/{c['commit']}/aten/src/ATen/native/cuda/layer_norm_kernel.cu"
+        rows.append(f"| {c['repo'].split('/')[0]} | [`{c['commit'][:8]}`]({link}) | {c['dated']} | "
+                    f"{c['stands_for'] or '-'} | {c['confidence'] or '-'} | {c['why']} |")
+    return "\n".join(rows) + "\n"
+
+
+def _code(entry: dict) -> str:
+    """A short mark for a function's change in one copy: '=' none, 'R' ROCm only, '**!**' alters NVIDIA."""
+    effect = entry["nvidia_effect"].lower()
+    if effect.startswith("none") or effect.startswith("no "):
+        return "R" if entry["rocm_only"] or "rocm" in entry["change"].lower() else "="
+    return "**!**"
+
+
+def host_functions() -> str:
+    from ..upstream.dispatch import host_facts
+    h = host_facts()
+    if h is None:
+        return ""
+    keys = [c["key"] for c in h["copies"]]
+    names = {c["key"]: c["repo"].split("/")[0] for c in h["copies"]}
+    rows = ["| function | 2.11 lines | " + " | ".join(names[k] for k in keys) + " |",
+            "|---|---|" + "---|" * len(keys)]
+    for name, f in h["functions"].items():
+        pin = f"{f['pin'][0]}-{f['pin'][1]}" if f["pin"] else "(new)"
+        cells = []
+        for k in keys:
+            e = f["copies"].get(k)
+            cells.append("-" if e is None else f"{e['lines'][0]}-{e['lines'][1]} {_code(e)}")
+        rows.append(f"| `{name}` | {pin} | " + " | ".join(cells) + " |")
+    return ("\n".join(rows) + "\n\n*Line ranges in each copy; `=` no change that reaches an NVIDIA launch, `R` a "
+            "change under `USE_ROCM` only, **!** a change that alters a launch, an allocation or a result on NVIDIA "
+            "(below).*\n")
+
+
+def host_changes() -> str:
+    from ..upstream.dispatch import host_facts
+    h = host_facts()
+    if h is None:
+        return ""
+    rows = ["| change | in the copies | when it matters on NVIDIA | what it does | reproduced by |", "|---|---|---|---|---|"]
+    for c in h["launch_altering_on_nvidia"]:
+        rows.append(f"| {c['name']} ({c['kind']}) | {', '.join(c['copies'])} | {c['condition']} | {c['effect']} | "
+                    f"{c['switch']} |")
+    rows.append("")
+    rows.append("Changes that reach no NVIDIA launch:")
+    rows.append("")
+    rows += [f"- {t}" for t in h["not_launch_altering_on_nvidia"]]
+    return "\n".join(rows) + "\n"
+
+
+def release_table() -> str:
+    from ..upstream.dispatch import RELEASES
+    rows = ["| release | host dispatch | how known | inputs past 2^32 elements | how known |", "|---|---|---|---|---|"]
+    for v, ((host, hh), (large, lh)) in RELEASES.items():
+        rows.append(f"| {v} | {host} | {hh} | {large} | {lh} |")
+    return "\n".join(rows) + "\n"
+
+
+def large_tensor() -> str:
+    from ..upstream.dispatch import large_tensor_results
+    d = large_tensor_results()
+    if d is None:
+        return "*Not measured yet: `REIMPL_LARGE_OUT=results/large_tensor.json pytest tests/gpu/test_large_tensor_gpu.py`.*\n"
+    shapes = sorted({r["shape"] for r in d["records"]})
+    impls = list(dict.fromkeys(r["implementation"] for r in d["records"]))
+    by = {(r["shape"], r["implementation"]): r for r in d["records"]}
+    head = "| implementation | " + " | ".join(
+        f"{s.replace('_', ' ')} ({by[(s, impls[0])]['M']:,} x {by[(s, impls[0])]['N']}): out, dX" for s in shapes) + " |"
+    rows = [head, "|---|" + "---|" * len(shapes)]
+    for impl in impls:
+        cells = []
+        for s in shapes:
+            r = by[(s, impl)]
+            n = len(r["rows_checked"])
+            cells.append(f"{n - len(r['forward_rows_wrong'])} of {n} rows right, "
+                         f"{n - len(r['dx_rows_wrong'])} of {n} rows right")
+        rows.append(f"| {impl} | " + " | ".join(cells) + " |")
+    wrong = by[(shapes[-1], "torch 2.11")]["forward_rows_wrong"]
+    return ("\n".join(rows) + f"\n\n*bf16, on an {d['device']}, torch {d['torch']}, {d['date']}. Rows checked: both ends, "
+            "each side of element 2^31 and 2^32, the middle. The wrong rows past 2^32 are rows "
+            f"{', '.join(f'{r:,}' for r in wrong)}: every checked row that starts at element 2^32 or later.*\n")

@@ -11,7 +11,9 @@
     {% ladder_* ARG %}, {% rung_index %}   the study ladder's tables, charts and rung index
                              (reimpl/docsite/ladder_tables.py)
     {% fast_* ARG %}, {% ladder_ncu PASS %}   reimpl.fast's page (reimpl/docsite/fast_tables.py)
-    {% releases %}, {% releases_gpu %}   the torch release matrix (reimpl/docsite/releases_table.py)
+    {% releases %}, {% releases_gpu %}, {% releases_copies %}, {% releases_host %}, {% releases_host_changes %},
+    {% releases_what_you_get %}, {% large_tensor %}   the torch release matrix, the host dispatch read from
+                             newer copies, inputs past 2^32 elements (reimpl/docsite/releases_table.py)
     {% host_overhead %}, {% host_profile %}   host time per call (reimpl/docsite/host_table.py)
     {% siblings_* %}, {% softmax_errors %}, {% batchnorm_errors %}, {% merge_order %}
                              BatchNorm's and softmax's pages (reimpl/docsite/siblings_tables.py)
@@ -80,6 +82,16 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return releases_table.summary()
         if kind == "releases_gpu" and not arg:
             return releases_table.gpu_families()
+        if kind == "releases_copies" and not arg:
+            return releases_table.host_copies()
+        if kind == "releases_host" and not arg:
+            return releases_table.host_functions()
+        if kind == "releases_host_changes" and not arg:
+            return releases_table.host_changes()
+        if kind == "releases_what_you_get" and not arg:
+            return releases_table.release_table()
+        if kind == "large_tensor" and not arg:
+            return releases_table.large_tensor()
         if kind == "fast_bandwidth" and arg:
             return fast_tables.fast_bandwidth(arg)
         if kind == "fast_chart" and arg:

@@ -17,6 +17,7 @@ from .aten_shim import (TensorRef, _cast_acc, _dispatch, data_ptr, empty, empty_
 from .kernel_table import (BFloat16, GammaBetaBackwardCUDAKernelTemplate, Half, LayerNormForwardCUDAKernel,
                            RowwiseMomentsCUDAKernel, double, float_, layer_norm_grad_input_kernel,
                            layer_norm_grad_input_kernel_vectorized, sizeof, vectorized_layer_norm_kernel)
+from . import release
 from .input_checks import TORCH_CHECK, _check_layer_norm_inputs
 
 # --8<-- [start:kCUDANumThreads]
@@ -126,15 +127,17 @@ def LaunchGammaBetaBackwardCUDAKernel(T, T_ACC, rms_norm,
         dbeta_blocks = None
         dgamma_blocks_ptr = 0
         dbeta_blocks_ptr = 0
+        # differs from 2.11 under release.use(>= 2.14): each buffer N wide, from its own gradient
+        per_tensor = release.at_least(release.HUGE_M_BUFFERS_PER_TENSOR)
         if dgamma.defined():
             # size(-1) is N only for a 1-D normalized_shape (as upstream)
-            dgamma_blocks = empty((blocks_y * threads[1], dgamma.size(-1)),
+            dgamma_blocks = empty((blocks_y * threads[1], N if per_tensor else dgamma.size(-1)),
                                   dtype=dgamma.t.dtype, device=dgamma.t.device)
             dgamma_blocks_ptr = data_ptr(dgamma_blocks, T)
         if dbeta.defined() and not rms_norm:
             # upstream sizes dbeta's buffer from dgamma: with dgamma not requested that is 0 columns,
             # so the kernel gets a null db and .sum(0) returns an empty dbeta (torch 2.11 does this)
-            dbeta_blocks = empty((blocks_y * threads[1], dgamma.size(-1)),
+            dbeta_blocks = empty((blocks_y * threads[1], N if per_tensor else dgamma.size(-1)),
                                  dtype=dbeta.t.dtype, device=dbeta.t.device)
             dbeta_blocks_ptr = data_ptr(dbeta_blocks, T)
         LaunchAndCheckGammaBetaBackwardKernel(T, T_ACC, block_dim_x, block_dim_y, rows_per_block_y, True, rms_norm,
@@ -144,10 +147,10 @@ def LaunchGammaBetaBackwardCUDAKernel(T, T_ACC, rms_norm,
 
         # the second pass is torch's own reduction kernel, as upstream
         if dgamma_blocks is not None:
-            dgamma.t = dgamma_blocks.sum(0)
+            dgamma.t = dgamma_blocks.sum(0).view(dgamma.t.shape) if per_tensor else dgamma_blocks.sum(0)
         if not rms_norm:
             if dbeta_blocks is not None:
-                dbeta.t = dbeta_blocks.sum(0)
+                dbeta.t = dbeta_blocks.sum(0).view(dbeta.t.shape) if per_tensor else dbeta_blocks.sum(0)
     else:
         # Smaller tiles for small M, so that fewer threads idle; the block covers
         # rows_per_block_y rows with block_dim_y thread rows of 8 (or, for <32, 1, 8>, one row of 8).
