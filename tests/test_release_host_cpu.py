@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from reimpl.checks import cases_backward as B
+from reimpl.checks.cases import Case
 from reimpl.checks.plan import host_launches
 from reimpl.mirror import release
 
@@ -67,6 +68,30 @@ def test_launch_plans_are_the_pins_under_every_release(version):
         pin = host_launches(case)
         with release.use(version):
             assert host_launches(case) == pin, case.id
+
+
+def test_fallback_forward_takes_the_row_count_from_2_14():
+    """2.14's fallback forward kernels take M first: recorded under the switch, refused by our 2.11
+    build, and, being unread, the same bits on the emulator."""
+    from reimpl.device import runtime
+    from reimpl.emulator import native_layer_norm
+    case = Case("layer_norm", "fp32", (37, 1022))       # N % 4 != 0: the fallback kernels
+    args = case.make_args("cpu", values=False)
+    for version, lead in (("2.13.0", ()), ("2.14.1", (37,))):
+        with release.use(version), runtime.use(runtime.RecordingRuntime()) as rt:
+            case.run_host(*args)
+        assert [(l.kernel.split("<")[0], l.grid, l.block) for l in rt.launches] == [
+            ("RowwiseMomentsCUDAKernel", (37, 1, 1), (512, 1, 1)), ("LayerNormForwardCUDAKernel", (37, 1, 1), (256, 1, 1))]
+        for kernel, _, a in rt.calls:
+            assert tuple(a[:len(lead)]) == lead and a[len(lead)] == 1022, (version, a)
+    kernel = rt.calls[0][0]
+    with pytest.raises(runtime.KernelMissing, match="2.14"):
+        runtime.TorchCupyRuntime._make_launcher(None, 0, kernel)  # refused before any device work
+    x = np.random.default_rng(1).standard_normal((5, 1022)).astype(np.float32)
+    pin = native_layer_norm(x, (1022,))
+    with release.use("2.14.1"):
+        later = native_layer_norm(x, (1022,))
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(pin, later))
 
 
 def test_release_switch_is_per_context():

@@ -40,15 +40,21 @@ def implementations() -> dict:
                 lambda dy, x, m, r, w, b: api.native_layer_norm_backward(
                     dy, x, [N], m, r, w, b, (True, False, False), kernels=kernels)[0])
     out["reimpl (mirror)"] = ours("mirror")
+    from ..mirror import release
     from ..upstream import releases
     from .releases import cubin_path, release_runtime
     for version in releases.RELEASES:
         if cubin_path(version).is_file():
             rt = release_runtime(version)
-            out[f"torch {version} kernels"] = (
-                lambda x, w, b, rt=rt: api._native_layer_norm(x, [N], w, b, 1e-5, rt=rt),
-                lambda dy, x, m, r, w, b, rt=rt: api.native_layer_norm_backward(
-                    dy, x, [N], m, r, w, b, (True, False, False), rt=rt)[0])
+
+            def fwd(x, w, b, rt=rt, v=version):
+                with release.use(v):  # the release's host dispatch over its kernels
+                    return api._native_layer_norm(x, [N], w, b, 1e-5, rt=rt)
+
+            def bwd(dy, x, m, r, w, b, rt=rt, v=version):
+                with release.use(v):
+                    return api.native_layer_norm_backward(dy, x, [N], m, r, w, b, (True, False, False), rt=rt)[0]
+            out[f"torch {version} kernels"] = (fwd, bwd)
     out["reimpl (fast)"] = ours("fast")  # last: its own index arithmetic, the one not read from torch
     return out
 

@@ -14,6 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from ..device import cubin as cubin_mod, runtime
+from ..mirror import release as mirror_release
 from ..mirror.kernel_table import all_instantiations
 from ..upstream import releases
 from .parity import bit_mismatches
@@ -57,7 +58,9 @@ def release_runtime(version: str, cache: Path = releases.CACHE) -> runtime.Cubin
     data, functions, extra = release_functions(version, cache)
 
     def adapt(kernel, grid, args):
-        if kernel.expr in extra:  # the leading int64 (unread by the kernel): the row count, one block per row
+        # the leading int64 (unread by the kernel), where the host followed 2.11 and did not pass it
+        # (under reimpl.mirror.release.use(>= 2.14) the host passes it, in the kernel's 2.14 signature)
+        if kernel.expr in extra and kernel.template.release is None:
             return ("int64",) + kernel.template.params, (grid[0],) + tuple(args)
         return None, args
     return runtime.CubinRuntime(data, functions, adapt)
@@ -73,7 +76,7 @@ def compare(version: str, cases, against_torch: bool = False) -> dict:
         want = case.run_torch(*args) if against_torch else case.run_ours(*args)
         rt.record = []
         try:
-            with runtime.use(rt):
+            with runtime.use(rt), mirror_release.use(version):  # the release's own host dispatch too
                 got = case.run_ours(*args)
         except runtime.KernelMissing:
             out["absent"]["absent"] += 1

@@ -48,11 +48,15 @@ class KernelTemplate:
     `tmpl[T, T_ACC, ...]` is the instantiation, the same object every time. The second template
     argument is the accumulate type, which `T_ACC` parameters are packed as."""
 
-    def __init__(self, name: str, params: tuple[str, ...], source: CudaSource, namespace: str):
+    def __init__(self, name: str, params: tuple[str, ...], source: CudaSource, namespace: str,
+                 release: str | None = None):
         self.name = name
         self.params = params
         self.source = source
         self.namespace = namespace
+        # set when this is another build's signature of a kernel in `source` (a later torch release's):
+        # only that build's binary can launch it, not ours
+        self.release = release
         self._instances: dict[tuple, Kernel] = {}
 
     def __getitem__(self, targs) -> "Kernel":

@@ -207,6 +207,9 @@ class TorchCupyRuntime:
         return launcher
 
     def _make_launcher(self, device: int, kernel):
+        if kernel.template.release is not None:
+            raise KernelMissing(f"{kernel.name} with torch {kernel.template.release}'s signature: only that "
+                                "release's cubin has it (reimpl/checks/releases.py), not our build")
         prog, module = self._module(device, kernel.source)
         fn = module.get_function(prog.lowered[kernel.expr])
         return _DriverLaunch(fn, kernel) if self.launch_mode == "driver" else fn

@@ -25,6 +25,13 @@ vectorized_layer_norm_kernel = KernelTemplate(
 
 FORWARD_TEMPLATES = (RowwiseMomentsCUDAKernel, LayerNormForwardCUDAKernel, vectorized_layer_norm_kernel)
 
+# torch 2.14's signatures of the fallback forward kernels: a leading int64 M, which the CUDA kernels
+# never read (reimpl/mirror/release.py). Launched only under release.use(>= 2.14), on a 2.14 cubin.
+RowwiseMomentsCUDAKernel_2_14 = KernelTemplate(
+    "RowwiseMomentsCUDAKernel", ("int64",) + RowwiseMomentsCUDAKernel.params, SOURCE, NAMESPACE, release="2.14")
+LayerNormForwardCUDAKernel_2_14 = KernelTemplate(
+    "LayerNormForwardCUDAKernel", ("int64",) + LayerNormForwardCUDAKernel.params, SOURCE, NAMESPACE, release="2.14")
+
 _GRAD_INPUT_PARAMS = ("ptr", "ptr", "ptr", "ptr", "ptr", "ptr", "int")
 layer_norm_grad_input_kernel = KernelTemplate("layer_norm_grad_input_kernel", _GRAD_INPUT_PARAMS, SOURCE, NAMESPACE)
 layer_norm_grad_input_kernel_vectorized = KernelTemplate("layer_norm_grad_input_kernel_vectorized",

@@ -14,10 +14,11 @@ from __future__ import annotations
 from ..device import runtime
 from .aten_shim import (TensorRef, _cast_acc, _dispatch, data_ptr, empty, empty_like, expect_contiguous,
                         numeric_limits_epsilon, scalar_type_name, toAccumulateType, zeros_like)
-from .kernel_table import (BFloat16, GammaBetaBackwardCUDAKernelTemplate, Half, LayerNormForwardCUDAKernel,
-                           RowwiseMomentsCUDAKernel, double, float_, layer_norm_grad_input_kernel,
-                           layer_norm_grad_input_kernel_vectorized, sizeof, vectorized_layer_norm_kernel)
 from . import release
+from .kernel_table import (BFloat16, GammaBetaBackwardCUDAKernelTemplate, Half, LayerNormForwardCUDAKernel,
+                           LayerNormForwardCUDAKernel_2_14, RowwiseMomentsCUDAKernel, RowwiseMomentsCUDAKernel_2_14,
+                           double, float_, layer_norm_grad_input_kernel, layer_norm_grad_input_kernel_vectorized,
+                           sizeof, vectorized_layer_norm_kernel)
 from .input_checks import TORCH_CHECK, _check_layer_norm_inputs
 
 # --8<-- [start:kCUDANumThreads]
@@ -223,10 +224,16 @@ def LayerNormKernelImplInternal(T, T_ACC, rms_norm,
                                             Y_data, mean_data, rstd_data)
     else:
         cuda_stream = rt.getCurrentCUDAStream()
-        rt.launch(RowwiseMomentsCUDAKernel[T, T_ACC, rms_norm], M, kCUDABlockReduceNumThreads, 0, cuda_stream,
-                  N, eps, X_data, mean_data, rstd_data)
-        rt.launch(LayerNormForwardCUDAKernel[T, T_ACC, rms_norm], M, kCUDANumThreads, 0, cuda_stream,
-                  N, X_data, mean_data, rstd_data, gamma_data, beta_data, Y_data)
+        if release.at_least(release.FALLBACK_FORWARD_TAKES_M):  # differs from 2.11: 2.14's leading M
+            rt.launch(RowwiseMomentsCUDAKernel_2_14[T, T_ACC, rms_norm], M, kCUDABlockReduceNumThreads, 0,
+                      cuda_stream, M, N, eps, X_data, mean_data, rstd_data)
+            rt.launch(LayerNormForwardCUDAKernel_2_14[T, T_ACC, rms_norm], M, kCUDANumThreads, 0, cuda_stream,
+                      M, N, X_data, mean_data, rstd_data, gamma_data, beta_data, Y_data)
+        else:
+            rt.launch(RowwiseMomentsCUDAKernel[T, T_ACC, rms_norm], M, kCUDABlockReduceNumThreads, 0, cuda_stream,
+                      N, eps, X_data, mean_data, rstd_data)
+            rt.launch(LayerNormForwardCUDAKernel[T, T_ACC, rms_norm], M, kCUDANumThreads, 0, cuda_stream,
+                      N, X_data, mean_data, rstd_data, gamma_data, beta_data, Y_data)
 # --8<-- [end:LayerNormKernelImplInternal]
 
 
