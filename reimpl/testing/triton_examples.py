@@ -67,25 +67,33 @@ def _kernels():
 
     # ---- torch's vectorized_layer_norm_kernel, bit for bit ----------------------------------------
     @triton.jit
-    def _online(x, mean, m2, count, active, RMS: tl.constexpr):
+    def _fma(a, b, c, NO_FMA: tl.constexpr):
+        # the planted no_fma change: the product rounded, then the sum (fusion is off at launch)
+        if NO_FMA:
+            return a * b + c
+        else:
+            return tl.fma(a, b, c)
+
+    @triton.jit
+    def _online(x, mean, m2, count, active, RMS: tl.constexpr, NO_FMA: tl.constexpr):
         # cuWelfordOnlineSum, one element into each of the 128 states; a thread whose vector index
         # is past the row (`active` false) keeps its state, as torch's loop simply ends for it.
         if RMS:
             new_mean = mean
-            new_m2 = tl.fma(x, x, m2)
+            new_m2 = _fma(x, x, m2, NO_FMA)
             new_count = count
         else:
             delta = x - mean
             new_count = count + 1.0
             # torch writes mean + delta * (1.f / new_count): an IEEE reciprocal, then one FFMA
             rcp = tl.math.div_rn(tl.full(new_count.shape, 1.0, tl.float32), new_count)
-            new_mean = tl.fma(delta, rcp, mean)
-            new_m2 = tl.fma(delta, x - new_mean, m2)
+            new_mean = _fma(delta, rcp, mean, NO_FMA)
+            new_m2 = _fma(delta, x - new_mean, m2, NO_FMA)
         return (tl.where(active, new_mean, mean), tl.where(active, new_m2, m2),
                 tl.where(active, new_count, count))
 
     @triton.jit
-    def _combine(b_mean, b_m2, b_count, a_mean, a_m2, a_count, RMS: tl.constexpr):
+    def _combine(b_mean, b_m2, b_count, a_mean, a_m2, a_count, RMS: tl.constexpr, NO_FMA: tl.constexpr):
         # cuWelfordCombine(dataB, dataA); B is the slot's own state, A its partner's.
         if RMS:
             mean = b_mean
@@ -98,9 +106,9 @@ def _kernels():
             n_a = a_count * coef
             n_b = b_count * coef
             # nA*A.mean + nB*B.mean compiles to FMUL (nB*B.mean) then FFMA
-            mean = tl.fma(n_a, a_mean, n_b * b_mean)
+            mean = _fma(n_a, a_mean, n_b * b_mean, NO_FMA)
             # A.sigma2 + B.sigma2 + delta*delta*A.count*nB: FMUL, FMUL, FADD, then FFMA with nB
-            m2 = tl.fma(n_b, delta * delta * a_count, a_m2 + b_m2)
+            m2 = _fma(n_b, delta * delta * a_count, a_m2 + b_m2, NO_FMA)
             # count 0 (slots that read nothing): torch takes zeros instead of 0 * inf
             nonempty = count > 0.0
             mean = tl.where(nonempty, mean, 0.0)
@@ -115,15 +123,17 @@ def _kernels():
         return tl.split(v)
 
     @triton.jit
-    def _fold(mean, m2, count, ROWS: tl.constexpr, HALF: tl.constexpr, RMS: tl.constexpr):
+    def _fold(mean, m2, count, ROWS: tl.constexpr, HALF: tl.constexpr, RMS: tl.constexpr, PLANT: tl.constexpr):
         mean_own, mean_other = _partner_split(mean, ROWS, HALF)
         m2_own, m2_other = _partner_split(m2, ROWS, HALF)
         count_own, count_other = _partner_split(count, ROWS, HALF)
-        return _combine(mean_own, m2_own, count_own, mean_other, m2_other, count_other, RMS)
+        if PLANT == 4:   # the planted tree_swapped change: the partner's state as B, its own as A
+            return _combine(mean_other, m2_other, count_other, mean_own, m2_own, count_own, RMS, PLANT == 1)
+        return _combine(mean_own, m2_own, count_own, mean_other, m2_other, count_other, RMS, PLANT == 1)
 
     @triton.jit
     def ln_torch_bits(X, Y, W, B, Mean, Rstd, N, eps, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
-                      RMS: tl.constexpr):
+                      RMS: tl.constexpr, PLANT: tl.constexpr):
         row = tl.program_id(0).to(tl.int64)
         X += row * N
         Y += row * N
@@ -144,10 +154,10 @@ def _kernels():
             x02, x13 = tl.split(tl.reshape(x, (128, 2, 2)))
             x0, x2 = tl.split(x02)
             x1, x3 = tl.split(x13)
-            mean, m2, count = _online(x0, mean, m2, count, active, RMS)
-            mean, m2, count = _online(x1, mean, m2, count, active, RMS)
-            mean, m2, count = _online(x2, mean, m2, count, active, RMS)
-            mean, m2, count = _online(x3, mean, m2, count, active, RMS)
+            mean, m2, count = _online(x0, mean, m2, count, active, RMS, PLANT == 1)
+            mean, m2, count = _online(x1, mean, m2, count, active, RMS, PLANT == 1)
+            mean, m2, count = _online(x2, mean, m2, count, active, RMS, PLANT == 1)
+            mean, m2, count = _online(x3, mean, m2, count, active, RMS, PLANT == 1)
 
         # --8<-- [start:torch_tree]
         # 2. shuffle-down rounds within each warp: [warp, lane], lane l takes lane l + offset.
@@ -157,19 +167,19 @@ def _kernels():
         mean = tl.reshape(mean, (4, 32))
         m2 = tl.reshape(m2, (4, 32))
         count = tl.reshape(count, (4, 32))
-        mean, m2, count = _fold(mean, m2, count, 4, 16, RMS)
-        mean, m2, count = _fold(mean, m2, count, 4, 8, RMS)
-        mean, m2, count = _fold(mean, m2, count, 4, 4, RMS)
-        mean, m2, count = _fold(mean, m2, count, 4, 2, RMS)
-        mean, m2, count = _fold(mean, m2, count, 4, 1, RMS)
+        mean, m2, count = _fold(mean, m2, count, 4, 16, RMS, PLANT)
+        mean, m2, count = _fold(mean, m2, count, 4, 8, RMS, PLANT)
+        mean, m2, count = _fold(mean, m2, count, 4, 4, RMS, PLANT)
+        mean, m2, count = _fold(mean, m2, count, 4, 2, RMS, PLANT)
+        mean, m2, count = _fold(mean, m2, count, 4, 1, RMS, PLANT)
 
         # 3. shared-memory rounds over the 4 warps' lane 0: warp w < 2 takes warp w + 2, then
         #    warp 0 takes warp 1
         mean = tl.reshape(mean, (1, 4))
         m2 = tl.reshape(m2, (1, 4))
         count = tl.reshape(count, (1, 4))
-        mean, m2, count = _fold(mean, m2, count, 1, 2, RMS)
-        mean, m2, count = _fold(mean, m2, count, 1, 1, RMS)    # [1, 1]
+        mean, m2, count = _fold(mean, m2, count, 1, 2, RMS, PLANT)
+        mean, m2, count = _fold(mean, m2, count, 1, 1, RMS, PLANT)    # [1, 1]
         # --8<-- [end:torch_tree]
 
         # sigma2 / float(N): IEEE division (Triton's `/` on fp32 is approximate); float(N) is exact
@@ -178,7 +188,12 @@ def _kernels():
         # rsqrt.approx.f32 (MUFU.RSQ, with a rescaling for subnormal inputs). Triton 3.6 lowers
         # tl.math.rsqrt to libdevice's __nv_rsqrtf, the same instruction, and to its .ftz variant
         # unless the launch passes enable_reflect_ftz=False. Unlike inline asm, the interpreter runs it.
-        rstd = tl.math.rsqrt(var + eps)
+        if PLANT == 2:     # planted div_sqrt: 1.f / sqrtf(var + eps), both IEEE-rounded
+            rstd = tl.math.div_rn(tl.full((1, 1), 1.0, tl.float32), tl.math.sqrt_rn(var + eps))
+        elif PLANT == 3:   # planted eps_outside: 1 / (sqrt(var) + eps)
+            rstd = tl.math.div_rn(tl.full((1, 1), 1.0, tl.float32), tl.math.sqrt_rn(var) + eps)
+        else:
+            rstd = tl.math.rsqrt(var + eps)
 
         # 4. normalize: a second read of the row, 4 elements per thread per step, one rounding to
         #    the output type on the store. The arithmetic per branch is what torch's SASS does.
@@ -199,16 +214,16 @@ def _kernels():
                 if RMS:
                     out = g * (rstd * xc)
                 else:
-                    out = tl.fma(g, rstd * xc, b)
+                    out = _fma(g, rstd * xc, b, PLANT == 1)
             elif HAS_W:
                 out = g * (rstd * xc)
             elif HAS_B:
                 if RMS:
-                    out = tl.fma(rstd, xc, b)
+                    out = _fma(rstd, xc, b, PLANT == 1)
                 else:
                     # element 0 of each vector: FMUL + FADD (the product is shared with the
                     # no-affine branch, so nvcc cannot fuse it); elements 1..3: FFMA
-                    out = tl.where(ii[None, :] == 0, rstd * xc + b, tl.fma(rstd, xc, b))
+                    out = tl.where(ii[None, :] == 0, rstd * xc + b, _fma(rstd, xc, b, PLANT == 1))
             else:
                 out = rstd * xc
             tl.store(Y + offs, out.to(Y.dtype.element_ty), mask=active)
@@ -220,7 +235,7 @@ def _kernels():
     # The Triton interpreter looks a kernel's callees up in the module's globals, not in this
     # closure, and the compiler reads `tl.constexpr` annotations in the globals plus the names the
     # body uses (_fold's body has no `tl`): publish the helpers and `tl` there
-    globals().update(tl=tl, _online=_online, _combine=_combine,
+    globals().update(tl=tl, _fma=_fma, _online=_online, _combine=_combine,
                      _partner_split=_partner_split, _fold=_fold)
     return triton, ln_textbook, ln_torch_bits
 
@@ -271,10 +286,16 @@ def layer_norm_textbook(x, normalized_shape, weight=None, bias=None, eps: float 
     return y
 
 
+# the changes of reimpl/emulator/variants.py that Triton can express in this kernel: `plant=` one of
+# them gives the diagnosis's proof a Triton kernel beside the CUDA ones (tests/gpu/test_judge_gpu.py)
+PLANTS = {None: 0, "no_fma": 1, "div_sqrt": 2, "eps_outside": 3, "tree_swapped": 4}
+
+
 def layer_norm_torch_bits(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5, *,
-                          rms_norm: bool = False, return_stats: bool = False):
+                          rms_norm: bool = False, return_stats: bool = False, plant: str | None = None):
     """torch 2.11's vectorized_layer_norm_kernel (or, with rms_norm, its RMSNorm instance), bit for
-    bit. ValueError where torch would not take that kernel."""
+    bit; with `plant`, that one change of PLANTS instead. ValueError where torch would not take that
+    kernel."""
     _, _, ln_torch_bits = _kernels()
     N = _check_inputs(x, normalized_shape, weight, bias, rms_norm)
     alignment = VEC * x.element_size()   # torch's can_vectorize: 4 elements
@@ -289,7 +310,7 @@ def layer_norm_torch_bits(x, normalized_shape, weight=None, bias=None, eps: floa
     if x.shape[0]:      # torch launches for N == 0 too: mean 0, rstd NaN (0 / 0)
         ln_torch_bits[(x.shape[0],)](
             x, y, weight, bias, mean, rstd, N, float(eps),
-            HAS_W=weight is not None, HAS_B=bias is not None, RMS=rms_norm,
+            HAS_W=weight is not None, HAS_B=bias is not None, RMS=rms_norm, PLANT=PLANTS[plant],
             num_warps=THREADS // 32,
             # no fusion but the tl.fma written above (ptxas --fmad=false too), and no flush to zero
             # in libdevice's rsqrtf (nvcc's -ftz=false)

@@ -42,6 +42,20 @@ def test_triton_worked_example():
     assert not textbook.ok and all(r.diagnosis is not None for r in textbook.failed)
 
 
+@pytest.mark.parametrize("plant", ["no_fma", "div_sqrt", "eps_outside", "tree_swapped"])
+def test_diagnosis_names_each_change_planted_in_triton(plant):
+    """The same proof with Triton kernels: torch's tree restated in Triton with one change planted."""
+    pytest.importorskip("triton")
+    from functools import partial
+    from reimpl.testing import triton_examples as TE
+    fn = partial(TE.layer_norm_torch_bits, return_stats=True, plant=plant)
+    verdict = judge(fn, "layer_norm", proof.proof_cases("layer_norm"))
+    assert not verdict.ok, f"planting {plant} in Triton changed no bits on the proof cases"
+    for r in verdict.failed:
+        assert r.error is None, r.error
+        assert plant in r.diagnosis.reproduced_by, str(r)
+
+
 @pytest.mark.parametrize("name,op", proof.ladder_rungs())
 def test_ladder_rungs_are_judged(name, op):
     """Every rung runs through the judge; each case that differs carries a diagnosis."""
