@@ -16,6 +16,10 @@ def _cmd_compile(args) -> int:
     prog = compile_mod.build(SOURCE, args.arch, use_cache=not args.no_cache)
     smem = cubin.static_shared_bytes(prog.cubin)
     names = cubin.demangle(list(prog.lowered.values()))
+    if args.quiet:
+        print(f"compiled {len(prog.lowered)} kernels for {args.arch} with NVRTC"
+              f"{' (from the cache)' if prog.from_cache else ''}")
+        return 0
     print(f"{len(prog.lowered)} kernels for {args.arch}, {len(prog.cubin)} bytes of cubin"
           f"{' (from cache)' if prog.from_cache else ''}; options: {' '.join(compile_mod.compile_options(SOURCE, args.arch))}")
     for mangled, name in zip(prog.lowered.values(), names):
@@ -77,16 +81,37 @@ def _cmd_parity(args) -> int:
                        "bwd_random": bwd.random_cases(max(args.random // 2, 1))})
         if not args.quick:
             groups.update({"bwd_shape_grid": bwd.shape_grid(), "bwd_partial": bwd.partial_cases()})
-    failed = 0
-    print(f"{'group':12s} {'cases':>6s} {'mismatched':>10s}")
+    failed, total, done = 0, sum(len(cs) for cs in groups.values()), 0
+    rows = []
     for name, cs in groups.items():
-        bad = check_cases(cs)
+        bad = []
+        step = max(1, len(cs) // 50)
+        for i in range(0, len(cs), step):
+            bad += check_cases(cs[i:i + step])
+            done += len(cs[i:i + step])
+            _progress(done, total, name)
         failed += len(bad)
-        print(f"{name:12s} {len(cs):6d} {len(bad):10d}")
+        rows.append((name, len(cs), bad))
+    _progress(total, total, "", end=True)
+    print(f"{'group':14s} {'cases':>6s} {'differ':>7s}")
+    for name, n, bad in rows:
+        print(f"{name:14s} {n:6d} {len(bad):7d}")
         for line in bad[:10]:
             print("   ", line)
-    print("bit-identical to torch" if failed == 0 else f"{failed} cases differ")
+    print(f"{total} cases: every output bit-identical to torch's" if failed == 0 else f"{failed} cases differ")
     return 1 if failed else 0
+
+
+def _progress(done: int, total: int, what: str, end: bool = False) -> None:
+    """A one-line progress bar on stderr, redrawn in place (only on a terminal)."""
+    if not sys.stderr.isatty():
+        return
+    width = 40
+    filled = width * done // max(total, 1)
+    sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {what:14s}")
+    if end:
+        sys.stderr.write("\r" + " " * (width + 40) + "\r")
+    sys.stderr.flush()
 
 
 def _cmd_bench(args) -> int:
@@ -226,6 +251,7 @@ def main(argv=None) -> int:
     c = sub.add_parser("compile", help="compile the CUDA mirror with NVRTC (no GPU needed)")
     c.add_argument("--arch", default="sm_90")
     c.add_argument("--no-cache", action="store_true")
+    c.add_argument("--quiet", action="store_true", help="one line instead of every kernel's signature")
     c.set_defaults(fn=_cmd_compile)
     pl = sub.add_parser("plan", help="show the launches the host dispatch makes for a case (no GPU needed)")
     _case_arguments(pl, shape="64,1024")

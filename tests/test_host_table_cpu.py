@@ -12,7 +12,12 @@ FIXTURE = {
                 "reimpl LayerNorm fwd+bwd": 150.0},
     "host_us_without_plans": {"reimpl.layer_norm": 40.0},
     "pipelined_4096x1024_us": {"F.layer_norm": 16.0, "reimpl.layer_norm": 20.0},
-    "cprofile_reimpl_layer_norm": "ncalls tottime",
+    "cprofile_reimpl_layer_norm": "\n".join([
+        "   ncalls  tottime  percall  cumtime  percall filename:lineno(function)",
+        "     1000    0.020    0.000    0.100    0.000 /home/someone/repo/reimpl/api.py:80(_plan_call)",
+        "     1000    0.010    0.000    0.010    0.000 {built-in method torch.empty}",
+        "     5000    0.005    0.000    0.005    0.000 {method 'data_ptr' of 'torch._C.TensorBase' objects}",
+        "     1000    0.004    0.000    0.120    0.000 /home/someone/repo/reimpl/functional.py:26(layer_norm)"]),
 }
 
 
@@ -26,4 +31,12 @@ def test_table_rows_and_ratios():
 def test_missing_results_say_so():
     assert "Not measured yet" in host_table.host_table(None)
     assert "Not measured yet" in host_table.host_profile(None)
-    assert "ncalls tottime" in host_table.host_profile(FIXTURE)
+
+
+
+def test_profile_is_a_table_by_stage_without_machine_paths():
+    text = host_table.host_profile(FIXTURE)
+    assert "cProfile of 1000 calls" in text and "/home/" not in text
+    assert "| the public API and the plan lookup | 24.0 | reimpl/api.py (_plan_call), reimpl/functional.py (layer_norm) |" in text
+    assert "| allocation of the outputs (torch.empty) | 10.0 | torch.empty |" in text
+    assert "| tensor queries (data_ptr, device, contiguity) | 5.0 | Tensor.data_ptr |" in text

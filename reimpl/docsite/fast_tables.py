@@ -88,13 +88,32 @@ def fast_grad_bandwidth(arg: str) -> str:
     return fast_bandwidth(arg, FAST_GRAD)
 
 
+def _pct_range(v: dict, keys: tuple[str, ...]) -> str:
+    """The range of % of copy over a variant's cells under `keys`, and how many cells."""
+    cells, n = [], 0
+    for key in keys:
+        for pct in v.get(key, {}).values():   # a number, or a "lo-hi" range over a sweep
+            cells += [float(p) for p in str(pct).split("-")]
+            n += 1
+    if not cells:
+        return "-"
+    lo, hi = (f"{c:g}" for c in (min(cells), max(cells)))
+    return (f"{lo}%" if lo == hi else f"{lo}-{hi}%") + f" ({n})"
+
+
 def fast_experiments() -> str:
-    """One row per variant and measured cell: % of copy."""
+    """What was tried: one summary row per variant (kept or not, its range of % of copy), and the
+    full table of measured cells one click away."""
     d = load(FAST_TRIED)
     if d is None:
         return MISSING.format(cmd="the runs described on this page", file=FAST_TRIED.name)
-    lines = [f"*{d['device']}, torch {d['torch']}, {d['date']}; {d['method']}. {d['what']}*\n",
-             "| variant | shape | % of copy |", "|---|---|---:|"]
+    lines = [f"*{d['device']}, torch {d['torch']}, {d['date']}; {d['method']}. Percent of `x.clone()`'s "
+             "bandwidth in the same run; LayerNorm with weight and bias unless the variant says RMSNorm or dX.*\n",
+             "| what was tried | % of copy (cells) | the kernel kept at the time, same run |", "|---|---|---|"]
+    for v in d["variants"]:
+        lines.append(f"| {v['name']} | {_pct_range(v, ('pct_copy', 'pct_copy_ln'))} | "
+                     f"{_pct_range(v, ('kept', 'pct_copy_ln_registers', 'against_3_blocks'))} |")
+    full = ["| variant | shape | % of copy |", "|---|---|---:|"]
     for v in d["variants"]:
         for key in ("pct_copy", "pct_copy_ln", "pct_copy_ln_registers", "against_3_blocks", "kept"):
             label = {"pct_copy": v["name"], "pct_copy_ln": v["name"],
@@ -102,10 +121,11 @@ def fast_experiments() -> str:
                      "against_3_blocks": "the same at 3 blocks per SM (kept)",
                      "kept": "the kernel kept at the time, same run"}[key]
             for shape, pct in v.get(key, {}).items():
-                lines.append(f"| {label} | {shape} | {pct}% |")
+                full.append(f"| {label} | {shape} | {pct}% |")
         if "note" in v:
-            lines.append(f"| ↳ note | | {v['note']} |")
-    return "\n".join(lines) + "\n"
+            full.append(f"| ↳ note | | {v['note']} |")
+    return ("\n".join(lines) + "\n\n<details><summary>Every measured cell, with the notes "
+            f"(<code>results/{FAST_TRIED.name}</code>)</summary>\n\n" + "\n".join(full) + "\n\n</details>\n")
 
 
 def fast_rows_sweep() -> str:

@@ -2,6 +2,8 @@
 (written on the GPU machine by scripts/gpu/host_bench.py)."""
 from __future__ import annotations
 
+import re
+
 import json
 from pathlib import Path
 
@@ -38,7 +40,46 @@ def host_table(d: dict | None) -> str:
     return "\n".join(rows) + "\n"
 
 
+# cProfile rows: ncalls tottime percall cumtime percall filename:lineno(function)
+_ROW = re.compile(r"^\s*(\d+)(?:/\d+)?\s+([\d.]+)\s+[\d.]+\s+([\d.]+)\s+[\d.]+\s+(.*)$")
+# the stages of a call, by where the time is spent (first match wins)
+STAGES = (
+    ("launch (CuPy's driver call and our launcher)", ("launchKernel", "runtime.py")),
+    ("allocation of the outputs (torch.empty)", ("torch.empty",)),
+    ("tensor queries (data_ptr, device, contiguity)", ("data_ptr", "get_device", "is_contiguous", "_cuda_getDevice")),
+    ("replaying the recorded launch plan", ("replay.py",)),
+    ("the public API and the plan lookup", ("api.py", "functional.py")),
+)
+
+
+def _where(location: str) -> str:
+    """A profile row's function without the machine's path: reimpl/api.py:80(_plan_call) stays
+    'reimpl/api.py (_plan_call)'; built-ins keep their name."""
+    m = re.search(r"(reimpl/[\w/]+\.py):\d+\((\w+)\)", location)
+    if m:
+        return f"{m.group(1)} ({m.group(2)})"
+    name = location.strip("{}").replace("built-in method ", "")
+    m = re.match(r"method '(\w+)' of '([\w.]+)' objects", name)
+    return f"{m.group(2).replace('torch._C.TensorBase', 'Tensor')}.{m.group(1)}" if m else name
+
+
 def host_profile(d: dict | None) -> str:
+    """The cProfile of `reimpl.layer_norm` as a table by stage: own time per call in each, and the
+    functions it holds (machine paths dropped)."""
     if d is None:
         return MISSING
-    return "```text\n" + d["cprofile_reimpl_layer_norm"] + "\n```\n"
+    rows = [m.groups() for line in d["cprofile_reimpl_layer_norm"].splitlines() if (m := _ROW.match(line))]
+    calls = max(int(n) for n, _, cum, loc in rows if "layer_norm" in loc and "functional" in loc)
+    stages: dict[str, list] = {name: [] for name, _ in STAGES}
+    stages["other"] = []
+    for n, tottime, _, loc in rows:
+        stage = next((name for name, keys in STAGES if any(k in loc for k in keys)), "other")
+        stages[stage].append((float(tottime), _where(loc)))
+    out = [f"*cProfile of {calls} calls of `reimpl.layer_norm` (its 15 costliest functions, own time only; "
+           "the profiler inflates every entry). Microseconds per call.*\n",
+           "| stage | µs per call | functions |", "|---|---:|---|"]
+    for name, items in stages.items():
+        if items:
+            us = sum(t for t, _ in items) * 1e6 / calls
+            out.append(f"| {name} | {us:.1f} | {', '.join(w for _, w in sorted(items, reverse=True))} |")
+    return "\n".join(out) + "\n"

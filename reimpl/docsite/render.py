@@ -18,6 +18,7 @@
     {% siblings_* %}, {% softmax_errors %}, {% batchnorm_errors %}, {% merge_order %}
                              BatchNorm's and softmax's pages (reimpl/docsite/siblings_tables.py)
     {% judge_* %}, {% batch_invariance %}   "Test your kernel against torch" (reimpl/docsite/judge_tables.py)
+    {% stepper PRESET %}     the in-page trace player of one preset input (reimpl/docsite/stepper.py)
 
 Each directive sits alone on its line. An unknown directive is an error, so a typo fails the build.
 """
@@ -32,7 +33,8 @@ from .diagrams import DIAGRAMS
 from .parity_tables import numerics_example, parity
 from .source_links import symbol, symbol_index
 
-DIRECTIVE = re.compile(r"^\{% (\w+)(?: ([\w.]+))? %\}$", re.M)
+# {% name %} or {% name ARG %}, where ARG may hold spaces ("fp32 flushed"); alone on its line
+DIRECTIVE = re.compile(r"^\{% (\w+)(?: ([\w.]+(?: [\w.]+)*))? %\}$", re.M)
 
 
 def layers_table() -> str:
@@ -112,6 +114,9 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
         judged = judge_tables.expand(kind, arg)
         if judged is not None:
             return judged
+        if kind == "stepper" and arg:
+            from .stepper import stepper
+            return stepper(arg, root)
         raise ValueError(f"{page}: unknown directive {match.group(0)!r}")
 
     return DIRECTIVE.sub(one, markdown)
