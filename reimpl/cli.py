@@ -233,6 +233,31 @@ def _cmd_judge(args) -> int:
     return 0 if verdict.ok else 1
 
 
+def _cmd_exercise(args) -> int:
+    """The ladder's exercises (reimpl/testing/exercises.py): list them, write a starter, check a file."""
+    from .testing import exercises
+    words = args.words
+    if args.list or not words:
+        print("\n".join(exercises.list_lines()))
+        return 0
+    if words[0] == "check":
+        if len(words) != 3:
+            raise SystemExit("exercise check: give NAME FILE, e.g. `python -m reimpl exercise check warp_sums "
+                             "exercise_warp_sums.cu`")
+        if words[1] not in exercises.BY_NAME:
+            raise SystemExit(f"exercise check: no exercise {words[1]!r}; `python -m reimpl exercise --list`")
+        return 0 if exercises.check(words[1], words[2], quick=args.quick) else 1
+    if len(words) != 1 or words[0] not in exercises.BY_NAME:
+        raise SystemExit(f"exercise: no exercise {' '.join(words)!r}; `python -m reimpl exercise --list` lists them")
+    try:
+        path = exercises.write_starter(words[0], args.out, force=args.force)
+    except FileExistsError as e:
+        raise SystemExit(f"exercise: {e}") from None
+    print(f"wrote {path}: the {exercises.BY_NAME[words[0]].start} rung's kernel, with a TODO saying what to "
+          f"write.\ncheck it with: python -m reimpl exercise check {words[0]} {path}")
+    return 0
+
+
 def _case_arguments(p, shape: str) -> None:
     p.add_argument("--op", choices=("layer_norm", "rms_norm"), default="layer_norm")
     p.add_argument("--dtype", choices=("fp32", "fp16", "bf16", "fp64"), default="fp32")
@@ -309,5 +334,14 @@ def main(argv=None) -> int:
     j.add_argument("--save", metavar="FILE", help="save the first failing case's rows (.npz) for --from")
     j.add_argument("--from", dest="from_file", metavar="FILE", help="diagnose rows saved by --save (CPU)")
     j.set_defaults(fn=_cmd_judge)
+    ex = sub.add_parser("exercise", help="the ladder's exercises: write a starter kernel for the next rung, or "
+                        "check yours (compiles anywhere; accuracy and GB/s on a GPU)")
+    ex.add_argument("words", nargs="*", metavar="NAME | check NAME FILE",
+                    help="NAME writes the starter of exercise NAME; check NAME FILE checks FILE")
+    ex.add_argument("--list", action="store_true", help="list the exercises, one line each")
+    ex.add_argument("--out", metavar="FILE", help="where to write the starter (default: exercise_NAME.cu here)")
+    ex.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    ex.add_argument("--quick", action="store_true", help="check: skip the accuracy shapes of the largest row count")
+    ex.set_defaults(fn=_cmd_exercise)
     args = p.parse_args(argv)
     return args.fn(args)

@@ -40,7 +40,8 @@ def browser_report():
                 report["links"] |= {(url, h) for h in hrefs if h.startswith(base)}
                 report["diagrams"][url] = page.eval_on_selector_all(
                     ".diagram-box > svg", "els => els.map(e => [e.dataset.diagram, e.getBoundingClientRect().width,"
-                                          " e.getBoundingClientRect().height, e.querySelectorAll('rect,circle').length])")
+                                          " e.getBoundingClientRect().height,"
+                                          " e.querySelectorAll('rect,circle,path').length])")  # matplotlib's bars are paths
             page.goto(f"{base}/", wait_until="networkidle")
             page.keyboard.press("/")  # Material's search shortcut; typing fires the input events it listens to
             page.keyboard.type("cuWelfordCombine", delay=20)
@@ -73,7 +74,7 @@ def test_every_page_visited_and_every_internal_link_resolves(browser_report):
 
 def test_diagrams_are_rendered_svg(browser_report):
     drawn = {d[0]: d for ds in browser_report["diagrams"].values() for d in ds}
-    assert set(drawn) >= {"dispatch", "warp_shuffle", "interwarp"}
+    assert set(drawn) >= {"dispatch", "warp_shuffle", "interwarp", "ladder-fp32", "fast-bf16", "fast-dx-fp32"}
     for name, width, height, shapes in drawn.values():
         assert width > 200 and height > 100 and shapes >= 6, name
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from html import escape
 
 from ..layers import LAYERS
+from . import thread_diagrams
 
 _FONT = "font-family='ui-monospace,SFMono-Regular,Menlo,monospace' font-size='12'"
 _STYLE = ("<style>.b{fill:#f4f6fb;stroke:#3f51b5;stroke-width:1.2}.k{fill:#e8f5e9;stroke:#2e7d32;stroke-width:1.2}"
@@ -168,4 +169,9 @@ def architecture(root: str) -> str:
 
 
 DIAGRAMS = {"dispatch": dispatch, "warp_shuffle": warp_shuffle, "interwarp": interwarp,
-            "architecture": architecture}
+            "architecture": architecture,
+            # where each thread works, drawn from the recorded launch plans (thread_diagrams.py)
+            "lanes_vectorized": thread_diagrams.lanes_vectorized,
+            "lanes_shfl_down": thread_diagrams.lanes_shfl_down,
+            "lanes_smem_rounds": thread_diagrams.lanes_smem_rounds,
+            "tile_gamma_beta": thread_diagrams.tile_gamma_beta}

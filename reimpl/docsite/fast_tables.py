@@ -2,21 +2,23 @@
 
     {% fast_bandwidth DTYPE [METHOD] %}  reimpl.fast beside torch and a copy (results/fast_bench.json);
                                   METHOD pipelined (the default) or flushed, as reimpl.checks.bench.METHODS
-    {% fast_chart DTYPE [METHOD] %}  the same as bars
+    {% fast_chart DTYPE [METHOD] %}  the same as bars (matplotlib, inline SVG), the table under it in <details>
     {% fast_experiments %}        variants of the fast kernel that were tried and dropped (results/fast_experiments.json)
     {% fast_rows_sweep %}         two or four 1024-element rows a warp, over M (results/fast_rows_sweep.json)
     {% fast_grad_bandwidth DTYPE [METHOD] %}  reimpl.fast's dX beside torch's and a copy (results/fast_grad_bench.json)
     {% fast_grad_chart DTYPE [METHOD] %}  the same as bars
     {% ladder_ncu PASS %}         Nsight Compute on torch's kernel and reimpl.fast's (results/ncu_fast_PASS.json:
-                                  forward, grad, or l2: dX and a copy with the L2 left warm)
+                                  forward, grad, or l2: dX and a copy with the L2 left warm), as two
+                                  tables (time and instructions; memory) narrow enough not to clip
 
-The table and bar renderers are the ladder's (reimpl/docsite/ladder_tables.py), with this page's order.
+The table and chart renderers and the caption line every table opens with are the ladder's
+(reimpl/docsite/ladder_tables.py), with this page's order.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from .ladder_tables import MISSING, RESULTS, bench_bars, bench_table, load
+from .ladder_tables import FLUSHED, MISSING, PIPELINED, RESULTS, bench_chart, bench_table, caption, load
 
 NCU = {p: RESULTS / f"ncu_fast_{p}.json" for p in ("forward", "grad", "l2")}
 FAST = RESULTS / "fast_bench.json"
@@ -26,6 +28,23 @@ FAST_GRAD = RESULTS / "fast_grad_bench.json"
 # ours first, then torch's and the copy
 ORDER = ("fast_layer_norm", "fast_rms_norm", "fast_layer_norm_dx", "fast_rms_norm_dx", "torch_layer_norm",
          "torch_rms_norm", "torch_layer_norm_dx", "torch_rms_norm_dx", "copy")
+
+
+def _method_name(arg: str) -> str:
+    """The timing method of "DTYPE [METHOD]" in a reader's words: pipelined or L2 flushed."""
+    return FLUSHED if arg.partition(" ")[2] == "flushed" else PIPELINED
+
+
+def _method_words(arg: str, words: str) -> str:
+    """The JSON's words for the method, led by "L2 flushed" where it is (the pipelined words say so)."""
+    return f"{FLUSHED}: {words}" if _method_name(arg) == FLUSHED else words
+
+
+def _what(path: Path, arg: str) -> str:
+    """What a table or chart of `path` at "DTYPE [METHOD]" holds."""
+    dtype = arg.partition(" ")[0]
+    return (f"backward dX, {dtype}: reimpl.fast and torch" if path == FAST_GRAD else
+            f"forward, {dtype}: reimpl.fast and torch")
 
 
 def _method_rows(d: dict, arg: str) -> tuple[list, str]:
@@ -43,11 +62,17 @@ def fast_chart(arg: str, path: Path = FAST) -> str:
     d = load(path)
     if d is None:
         return ""
-    rows, _ = _method_rows(d, arg)
-    name, what = ("fast-dx", "dX GB/s (x, dy, dx)") if path == FAST_GRAD else ("fast", "GB/s")
+    rows, words = _method_rows(d, arg)
+    name = "fast-dx" if path == FAST_GRAD else "fast"
     dtype, _, method = arg.partition(" ")
-    return bench_bars(rows, ORDER, f"{name}-{dtype}" + (f"-{method}" if method else ""),
-                 f"{what}, reimpl.fast and torch, {dtype}" + (f", L2 {method}" if method else ""))
+    what, how = _what(path, arg), _method_name(arg)
+    ylabel = ("bandwidth (GB/s): x + dy read, dx written" if path == FAST_GRAD else
+              "bandwidth (GB/s): x read + y written")
+    data = (caption(f"GB/s per kernel and shape, as plotted, {what}; {d['bytes']}", d, _method_words(arg, words))
+            + bench_table(rows, ORDER, pct=False))
+    chart = bench_chart(rows, ORDER, f"{name}-{dtype}" + (f"-{method}" if method else ""),
+                        f"LayerNorm and RMSNorm {what}\n{how}, {d['device']}, {d['date']}", ylabel, data)
+    return f'<div class="diagram-box">{chart}</div>'
 
 
 def fast_grad_chart(arg: str) -> str:
@@ -55,23 +80,31 @@ def fast_grad_chart(arg: str) -> str:
 
 
 def ncu(what: str) -> str:
-    """Nsight Compute's numbers for one pass (forward, grad or l2), from results/ncu_fast_PASS.json."""
+    """Nsight Compute's numbers for one pass (forward, grad or l2), from results/ncu_fast_PASS.json,
+    as two tables of one row per kernel and case, six columns each so that they fit the text column:
+    time and instructions, then occupancy and memory. (One table of eleven columns ran past the column
+    and read as clipped.)"""
     path = NCU[what]
     d = load(path)
     if d is None:
         return MISSING.format(cmd=f"PASS={what} OUT=dir bash scripts/gpu/ncu_fast.sh", file=path.name)
-    lines = [f"*{d['device']}, torch {d['torch']}, {d['date']}; `{d['command']}`. {d['what']}.*\n",
-             "| kernel | dtype | M x N | kernel time | thread instructions per element | issue slots busy "
-             "| DRAM throughput (% of peak) | DRAM read / written (MB) | L2 hit rate | registers "
-             "| achieved occupancy |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    method = f"`{d['command']}`: {d['what']}"
+    time = [caption("Time and instructions per kernel and case: kernel time in µs, thread instructions "
+                    "per element, % of issue slots busy, registers per thread", d, method),
+            "| kernel | case | time (µs) | instructions / element | issue slots busy (%) | registers |",
+            "|---|---|---:|---:|---:|---:|"]
+    memory = [caption("Occupancy and memory per kernel and case: achieved occupancy in %, DRAM throughput in % "
+                      "of peak, DRAM bytes read / written in MB, L2 hit rate in %", d, method),
+              "| kernel | case | occupancy (%) | DRAM (% of peak) | DRAM read / written (MB) | L2 hit rate (%) |",
+              "|---|---|---:|---:|---:|---:|"]
     for c in d["cases"]:
-        lines.append(f"| {c['kernel']} | {c['dtype']} | {c['M']} x {c['N']} | {c['kernel_us']:.1f} µs "
-                     f"| {c['thread_instructions_per_element']:.1f} | {c['issue_active_pct']:.1f}% "
-                     f"| {c['dram_throughput_pct_of_peak']:.1f}% "
-                     f"| {c['dram_read_bytes'] / 1e6:.1f} / {c['dram_write_bytes'] / 1e6:.1f} "
-                     f"| {c['l2_hit_rate_pct']:.0f}% | {c['registers']} | {c['achieved_occupancy_pct']:.0f}% |")
-    return "\n".join(lines) + "\n"
+        case = f"| {c['kernel']} | {c['dtype']}, {c['M']}&nbsp;x&nbsp;{c['N']} "
+        time.append(case + f"| {c['kernel_us']:.1f} | {c['thread_instructions_per_element']:.1f} "
+                    f"| {c['issue_active_pct']:.1f} | {c['registers']} |")
+        memory.append(case + f"| {c['achieved_occupancy_pct']:.0f} | {c['dram_throughput_pct_of_peak']:.1f} "
+                      f"| {c['dram_read_bytes'] / 1e6:.1f}&nbsp;/&nbsp;{c['dram_write_bytes'] / 1e6:.1f} "
+                      f"| {c['l2_hit_rate_pct']:.0f} |")
+    return "\n".join(time) + "\n\n" + "\n".join(memory) + "\n"
 
 
 def fast_bandwidth(arg: str, path: Path = FAST) -> str:
@@ -80,8 +113,9 @@ def fast_bandwidth(arg: str, path: Path = FAST) -> str:
     d = load(path)
     if d is None:
         return MISSING.format(cmd=f"python scripts/gpu/{path.stem}.py results/{path.name}", file=path.name)
-    rows, method = _method_rows(d, arg)
-    return f"*{d['device']}, torch {d['torch']}, {d['date']}; {method}; {d['bytes']}.*\n\n" + bench_table(rows, ORDER, pct=True)
+    rows, words = _method_rows(d, arg)
+    return (caption(f"GB/s and % of copy, {_what(path, arg)}; {d['bytes']}", d, _method_words(arg, words))
+            + bench_table(rows, ORDER, pct=True))
 
 
 def fast_grad_bandwidth(arg: str) -> str:
@@ -113,7 +147,8 @@ def fast_experiments() -> str:
     for v in d["variants"]:
         lines.append(f"| {v['name']} | {_pct_range(v, ('pct_copy', 'pct_copy_ln'))} | "
                      f"{_pct_range(v, ('kept', 'pct_copy_ln_registers', 'against_3_blocks'))} |")
-    full = ["| variant | shape | % of copy |", "|---|---|---:|"]
+    full = [caption("Percent of `x.clone()`'s bandwidth in the same run, every measured cell", d, d["method"]),
+            "| variant | shape | % of copy |", "|---|---|---:|"]
     for v in d["variants"]:
         for key in ("pct_copy", "pct_copy_ln", "pct_copy_ln_registers", "against_3_blocks", "kept"):
             label = {"pct_copy": v["name"], "pct_copy_ln": v["name"],

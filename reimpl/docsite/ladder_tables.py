@@ -6,11 +6,18 @@ and the registry of rungs (reimpl/ladder/registry.py).
     {% ladder_errors RUNG %}      worst error per input family and dtype, its bound, distance to torch
     {% ladder_bandwidth DTYPE %}  GB/s and % of copy of every rung, torch and the copy, forward
     {% ladder_training DTYPE %}   forward+backward GB/s of the Triton rungs and torch
-    {% ladder_chart DTYPE %}      the forward table as an inline SVG bar chart (no JavaScript, no CDN)
+    {% ladder_chart DTYPE %}      the forward table as a bar chart: matplotlib at build time, inline SVG
+                                  (no JavaScript, no CDN), its numbers in a <details> table under it
     {% ladder_stamp %}            device, versions, date and method of the runs
 
-The benchmark table and bars (`bench_table`, `bench_bars`) also serve reimpl.fast's page
-(reimpl/docsite/fast_tables.py), each with its own kernel order.
+Every table opens with a caption line (`caption`): what it holds and in what unit, how it was
+measured, on which device and when (the JSON's stamp).
+
+The benchmark table and chart (`bench_table`, `bench_chart`) also serve reimpl.fast's page
+(reimpl/docsite/fast_tables.py), each with its own kernel order. The charts follow the page's
+palette (light "default" and dark "slate"): the figure is transparent, and its text, axes, grid and
+copy line are drawn in a placeholder colour that becomes `currentColor` in the SVG, so they take the
+colour of the text around them; the bars' colours are mid-tones that read on white and on slate.
 """
 from __future__ import annotations
 
@@ -65,14 +72,19 @@ def errors(rung: str) -> str:
         w["same"] = min(w["same"], r["identical_to_torch"])
     if not worst:
         raise ValueError(f"{rung}: no rows in {ERRORS.name}")
-    lines = ["| family | dtype | worst error (rel.) | at M x N | stated bound | max ulps from torch "
-             "| bit-identical to torch (worst shape) |", "|---|---|---|---|---|---:|---:|"]
+    lines = [caption(f"Worst error of `{rung}` per input family and dtype over every shape measured: relative "
+                     "error |y − ref| / max(|ref|, 1) (no unit), ulps from torch's output, % of shapes "
+                     "bit-identical to torch", d, "y against a float64 reference on the GPU, "
+                     "`python scripts/gpu/ladder_errors.py`"),
+             # six columns: the table fits the text column instead of running past it
+             "| family | dtype | worst error (rel.), at M x N | stated bound | max ulps from torch "
+             "| bit-identical to torch (worst shape) |", "|---|---|---|---|---:|---:|"]
     reasons: dict[str, list[str]] = {}
     for (family, dtype), w in sorted(worst.items()):
         limit, why = accuracy.bound(rung, dtype, family)
         lim = "none" if limit == float("inf") else f"{limit:.3g}"
         reasons.setdefault(why, []).append(f"{family}/{dtype}")
-        lines.append(f"| {family} | {dtype} | {w['rel']:.3g} | {w['at']} | {lim} | {w['ulp']:.3g} "
+        lines.append(f"| {family} | {dtype} | {w['rel']:.3g} at {w['at']} | {lim} | {w['ulp']:.3g} "
                      f"| {100 * w['same']:.1f}% |")
     lines.append("\nWhere the bounds come from:\n")
     lines += [f"- {why} ({', '.join(cases)})" for why, cases in reasons.items()]
@@ -108,56 +120,179 @@ def bandwidth(dtype: str) -> str:
     rows = _bench_rows(dtype, "forward")
     if rows is None:
         return MISSING.format(cmd="python scripts/gpu/ladder_bench.py results/ladder_bench.json", file=BENCH.name)
-    return bench_table(rows, ORDER, pct=True)
+    d = load(BENCH)
+    return (caption(f"GB/s and % of copy, forward, {dtype}: the ladder's kernels and torch; GB/s counts one read "
+                    "of x and one write of y", d, d["method"]) + bench_table(rows, ORDER, pct=True))
 
 
 def training(dtype: str) -> str:
     rows = _bench_rows(dtype, "forward+backward")
     if rows is None:
         return MISSING.format(cmd="python scripts/gpu/ladder_bench.py results/ladder_bench.json", file=BENCH.name)
-    return bench_table(rows, ORDER, pct=False)
+    d = load(BENCH)
+    return (caption(f"GB/s, forward and backward through autograd, {dtype}: the Triton rungs and torch; GB/s "
+                    "counts x and y for the forward, x, dy and dx for the backward", d, d["method"])
+            + bench_table(rows, ORDER, pct=False))
 
 
 def chart(dtype: str) -> str:
-    """The ladder's forward bandwidth per kernel and shape, as bars."""
+    """The ladder's forward bandwidth per kernel and shape, as bars, with its table under it
+    (render.py puts both in a diagram box)."""
     rows = _bench_rows(dtype, "forward")
-    return "" if rows is None else bench_bars(rows, ORDER, f"ladder-{dtype}",
-                                              f"Forward GB/s per kernel and shape, {dtype}")
+    if rows is None:
+        return ""
+    d = load(BENCH)
+    what = f"forward, {dtype}: the ladder's kernels and torch"
+    return bench_chart(rows, ORDER, f"ladder-{dtype}",
+                       f"LayerNorm and RMSNorm {what}\n{PIPELINED}, {d['device']}, {d['date']}",
+                       "bandwidth (GB/s): x read + y written",
+                       caption(f"GB/s per kernel and shape, as plotted, {what}", d, d["method"])
+                       + bench_table(rows, ORDER, pct=False))
 
 
-def bench_bars(rows: list, order, name: str, what: str) -> str:
-    """Grouped horizontal bars: one group per shape, one bar per kernel, GB/s, copy drawn as a line."""
+# --- the charts ---------------------------------------------------------------------------------
+PIPELINED = "pipelined (L2 not flushed)"
+FLUSHED = "L2 flushed before each call"
+# text, axes, grid and the copy's line are drawn in INK, which becomes currentColor in the SVG
+INK = "#010203"
+# one colour per kernel wherever it is drawn; mid-tones that read on white and on slate. torch in
+# blues, reimpl.fast in greens, the ladder's rungs in the other hues (Tableau's 20, darkened where
+# light ones vanish on white)
+COLOURS = {
+    "torch_layer_norm": "#4e79a7", "torch_rms_norm": "#7fb0dc",
+    "torch_layer_norm_dx": "#4e79a7", "torch_rms_norm_dx": "#7fb0dc",
+    "fast_layer_norm": "#3d9a3a", "fast_rms_norm": "#8ccf7e",
+    "fast_layer_norm_dx": "#3d9a3a", "fast_rms_norm_dx": "#8ccf7e",
+    "naive": "#8c8c8c", "warp_sums": "#f28e2b", "warp_welford": "#e15759", "block_welford": "#59a1a0",
+    "block_cached": "#b07aa1", "block_vec": "#d4a72c", "apex": "#9c755f", "warp_regs": "#ff9da7",
+    "triton_ln": "#59a14f", "rms_warp_sumsq": "#f1a35f", "triton_rms": "#9bd18e",
+}
+SPARE = ("#bab0ac", "#d37295", "#a0cbe8", "#86bcb6")
+COPY_LABEL = "copy (x.clone())"
+
+
+def caption(what: str, d: dict, method: str) -> str:
+    """The caption line above a table: what it holds (with its unit), how it was measured, on
+    which device and when, from the JSON's stamp."""
+    return f"*{what}. Method: {method}. {d['device']}, torch {d['torch']}, {d['date']}.*\n\n"
+
+
+def bench_chart(rows: list, order, name: str, title: str, ylabel: str, data: str) -> str:
+    """Grouped bars, one group per shape and one bar per kernel (GB/s), the copy of each shape a
+    dashed line across its group, labelled above the group's tallest bar; a legend under the plot.
+    Then `data` (Markdown: the caption and table of the plotted numbers) one click away."""
+    return _svg(_figure(rows, order, name, title, ylabel), name, title) + _data(data)
+
+
+def _figure(rows: list, order, name: str, title: str, ylabel: str) -> str:
+    """The chart drawn by matplotlib (Agg), as its SVG text."""
+    import io
+
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
     shapes = sorted({(r["M"], r["N"]) for r in rows}, key=lambda s: s[0] * s[1])
     kernels = [k for k in order if k != "copy" and any(r["kernel"] == k for r in rows)]
     cell = {(r["kernel"], r["M"], r["N"]): r["gbps"] for r in rows}
-    top = max(r["gbps"] for r in rows)
-    bar, gap, left, width = 9, 14, 150, 520
-    y, body = 20, []
-    font = "font-family='ui-monospace,Menlo,monospace' font-size='10'"
-    for M, N in shapes:
-        body.append(f"<text x='4' y='{y + 8}' font-weight='bold'>{M} x {N}</text>")
-        y += 12
-        copy = cell.get(("copy", M, N))
-        y0 = y
-        for k in kernels:
-            v = cell.get((k, M, N))
-            body.append(f"<text x='{left - 6}' y='{y + bar - 1}' text-anchor='end'>{escape(k)}</text>")
-            if v is not None:
-                cls = ("#3f51b5" if k.startswith("torch") else "#2e7d32" if k.startswith(("triton", "fast"))
-                       else "#9e9e9e")
-                body.append(f"<rect x='{left}' y='{y}' width='{width * v / top:.1f}' height='{bar}' fill='{cls}'/>"
-                            f"<text x='{left + width * v / top + 4:.1f}' y='{y + bar - 1}'>{v:.0f}</text>")
-            y += bar + 2
-        if copy:
-            x = left + width * copy / top
-            body.append(f"<line x1='{x:.1f}' y1='{y0 - 2}' x2='{x:.1f}' y2='{y}' stroke='#ef6c00' stroke-dasharray='3,2'/>"
-                        f"<text x='{x + 3:.1f}' y='{y0 + 6}' fill='#ef6c00'>copy {copy:.0f}</text>")
-        y += gap
-    w = left + width + 70
-    title = f"{what} (dashed: x.clone())"
-    return (f"<svg xmlns='http://www.w3.org/2000/svg' class='diagram' data-diagram='{name}' role='img' "
-            f"viewBox='0 0 {w} {y}' width='100%' style='max-width:{w}px' {font}><title>{escape(title)}</title>"
-            + "".join(body) + "</svg>")
+    spare = iter(SPARE)
+    colour = {k: COLOURS.get(k) or next(spare) for k in kernels}
+    rc = {"svg.fonttype": "none", "svg.hashsalt": name, "font.family": "sans-serif", "font.size": 11.5,
+          "text.color": INK, "axes.labelcolor": INK, "axes.edgecolor": INK, "xtick.color": INK,
+          "ytick.color": INK, "figure.facecolor": "none", "axes.facecolor": "none",
+          "savefig.facecolor": "none", "savefig.edgecolor": "none", "legend.frameon": False}
+    with matplotlib.rc_context(rc):
+        fig = Figure(figsize=(10, 5.8 + 0.25 * (len(kernels) // 4)), layout="constrained")
+        ax = fig.add_subplot()
+        width = 0.86 / len(kernels)
+        tops = []
+        for i, (M, N) in enumerate(shapes):
+            here = [cell[k, M, N] for k in kernels if (k, M, N) in cell]
+            copy = cell.get(("copy", M, N))
+            tops.append(max(here + ([copy] if copy else [])))
+        for j, k in enumerate(kernels):
+            at = [(i + (j - (len(kernels) - 1) / 2) * width, cell[k, M, N])
+                  for i, (M, N) in enumerate(shapes) if (k, M, N) in cell]
+            ax.bar([x for x, _ in at], [v for _, v in at], width * 0.92, color=colour[k], label=k, zorder=2)
+        for i, (M, N) in enumerate(shapes):
+            copy = cell.get(("copy", M, N))
+            if copy:
+                ax.hlines(copy, i - 0.46, i + 0.46, colors=INK, linestyles=(0, (4, 2)), linewidth=1.4, zorder=3)
+                # above every bar of the group and above the line: it cannot cover a bar
+                ax.annotate(f"copy {copy:.0f}", (i, tops[i]), xytext=(0, 4), textcoords="offset points",
+                            ha="center", va="bottom", fontsize=10, zorder=4)
+        ax.set_ylim(0, max(tops) * 1.13)
+        ax.set_xlim(-0.55, len(shapes) - 0.45)
+        ax.set_xticks(range(len(shapes)), [f"{M} x {N}" for M, N in shapes])
+        ax.tick_params(axis="x", length=0)
+        ax.yaxis.grid(True, color=INK, alpha=0.18, linewidth=0.8)
+        ax.set_axisbelow(True)
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+        ax.set_title(title, loc="left", fontsize=13, fontweight="bold", gid=f"{name}-title")
+        ax.set_xlabel("shape: M x N (rows x elements per row)", gid=f"{name}-xlabel")
+        ax.set_ylabel(ylabel, gid=f"{name}-ylabel")
+        handles, labels = ax.get_legend_handles_labels()
+        handles.append(Line2D([], [], color=INK, linestyle=(0, (4, 2)), linewidth=1.4))
+        labels.append(COPY_LABEL)
+        # as many columns as fit the figure's width; matplotlib fills a legend column by column, so
+        # order the entries for it to read by rows
+        for ncols in range(min(5, len(labels)), 0, -1):
+            rows_in = [len(range(c, len(labels), ncols)) for c in range(ncols)]
+            at = [r * ncols + c for c in range(ncols) for r in range(rows_in[c])]
+            legend = fig.legend([handles[i] for i in at], [labels[i] for i in at], loc="outside lower center",
+                                ncols=ncols, fontsize=11, handlelength=2.2, columnspacing=1.6)
+            fig.draw_without_rendering()
+            if legend.get_window_extent().width <= fig.bbox.width - 8 or ncols == 1:
+                break
+            legend.remove()
+        legend.set_gid(f"{name}-legend")
+        # saved inside the rc context: svg.fonttype and svg.hashsalt are read when the SVG is written
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
+    return buf.getvalue()
+
+
+def _svg(svg: str, name: str, title: str) -> str:
+    """matplotlib's SVG made inline, the same bytes on every build: no date or creator, ids salted by
+    the chart's name (unique on the page), no XML prologue, no page-wide <style>, text in the page's
+    font and INK as currentColor."""
+    svg = svg[svg.index("<svg"):]
+    svg = re.sub(r"<metadata>.*?</metadata>\s*", "", svg, flags=re.S)
+    svg = re.sub(r"<style type=\"text/css\">.*?</style>\s*", "", svg, flags=re.S)
+    svg = re.sub(r"<defs>\s*</defs>\s*", "", svg)
+    svg = re.sub(r"font-family: [^;\"]*", "font-family: var(--md-text-font-family, sans-serif)", svg)
+    svg = svg.replace(INK, "currentColor")
+    # ids: matplotlib's own ("figure_1", "patch_3") repeat from chart to chart on a page, so keep
+    # only the referenced ones (clip paths and markers, hashed with the salt) and our gids
+    used = set(re.findall(r"(?:url\(|href=\")#([^)\"]+)", svg))
+    svg = re.sub(r' id="([^"]+)"', lambda m: m.group(0) if m.group(1) in used or m.group(1).startswith(f"{name}-")
+                 else "", svg)
+    svg = svg.replace(" \n", " ")  # path data: one line per element
+    vb = re.search(r'viewBox="0 0 ([\d.]+) ([\d.]+)"', svg)
+    w = float(vb.group(1))
+    head = (f"<svg xmlns='http://www.w3.org/2000/svg' xmlns:xlink='http://www.w3.org/1999/xlink' "
+            f"class='diagram chart' data-diagram='{name}' role='img' aria-labelledby='{name}-svgtitle' "
+            f"viewBox='{vb.group(0)[9:-1]}' width='100%' "
+            f"style='max-width:{w:.0f}px;min-width:{0.78 * w:.0f}px;height:auto' "
+            f"stroke-linejoin='round'><title id='{name}-svgtitle'>{escape(title.replace(chr(10), '; '))}</title>")
+    # narrower than min-width (a phone), the diagram box scrolls rather than shrink the text past reading
+    svg = head + svg[svg.index(">") + 1:]
+    # a raw HTML block ends at a blank line: keep none
+    return re.sub(r"\n\s*\n", "\n", svg.strip())
+
+
+def _data(markdown_text: str) -> str:
+    """The numbers a chart plots, one click away. The chart sits in a raw HTML block, where Markdown
+    is not parsed, so the caption and table are rendered to HTML here."""
+    import markdown
+    # kernel names on one line (not broken mid-word); the shapes in the header may wrap at spaces, so
+    # the table fits the box
+    html = markdown.markdown(markdown_text, extensions=["tables"]).replace("<td><code>",
+                                                                          "<td style='white-space: nowrap'><code>")
+    html = re.sub(r"\n\s*\n", "\n", html)
+    return f"<details class='abstract chart-data'><summary>Data</summary>{html}</details>"
 
 
 def _cell(text: str) -> str:
@@ -174,7 +309,9 @@ def rung_index(page: str = "") -> str:
     cell = {(r["kernel"], r["dtype"]): r for r in (d["rows"] if d else ())
             if (r["M"], r["N"]) == INDEX_SHAPE and r.get("pass", "forward") == "forward"}
     anchors = set(re.findall(r"\{ #([\w-]+) \}", page))
-    lines = ["| # | rung | the idea it adds | whose idea | "
+    head = (caption(f"Every rung: its idea and whose it is, forward GB/s and % of copy at M x N = {M} x {N}, "
+                    "stated error bound (relative, no unit)", d, d["method"]) if d else "")
+    lines = [head, "| # | rung | the idea it adds | whose idea | "
              + " | ".join(f"{dt} GB/s (% of copy)" for dt in INDEX_DTYPES)
              + " | stated bound, normal rows (fp32 / bf16) | run it |",
              "|---:|---|---|---|" + "---:|" * len(INDEX_DTYPES) + "---|---|"]

@@ -18,7 +18,9 @@ Modules:
   batch           batch invariance, forward and backward
   pytest_plugin   fixtures over the case matrix (entry point pytest11)
   planted         GPU kernels with one change of torch's computation planted, the diagnosis's proof
-  triton_examples the worked example's Triton kernels
+  proof           the cases and kernels that proof runs on the GPU, and the summaries the results hold
+  triton_examples the worked example's Triton kernels (torch's tree in Triton, with changes to plant)
+  exercises       the study ladder's exercises: starters, and the check of a reader's kernel
 
 Layer: testing. May import: checks, emulator, ladder, mirror, device.
 """
