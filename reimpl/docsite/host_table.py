@@ -26,8 +26,9 @@ def host_table(d: dict | None) -> str:
         return MISSING
     h, full = d["host_us"], d["host_us_without_plans"]
     M, N = d["shape"]
-    rows = [f"*{d['device']}, torch {d['torch']}, CUDA {d['cuda']}, {d['date']}; {M} x {N} {d['dtype']}. "
-            f"{d['method']}.*", "",
+    rows = [f"*Host time per call in µs at {M} x {N} {d['dtype']}: torch's call beside ours, with the recorded launch "
+            f"plans and, last, without them. Method: {d['method']}. {d['device']}, torch {d['torch']}, CUDA {d['cuda']}, "
+            f"{d['date']}.*", "",
             "| torch's call | us | ours | us | ours / torch | ours, every call in full (no plan) |",
             "|---|--:|---|--:|--:|--:|"]
     for theirs, ours in PAIRS:
@@ -75,8 +76,10 @@ def host_profile(d: dict | None) -> str:
     for n, tottime, _, loc in rows:
         stage = next((name for name, keys in STAGES if any(k in loc for k in keys)), "other")
         stages[stage].append((float(tottime), _where(loc)))
-    out = [f"*cProfile of {calls} calls of `reimpl.layer_norm` (its 15 costliest functions, own time only; "
-           "the profiler inflates every entry). Microseconds per call.*\n",
+    M, N = d["shape"]
+    out = [f"*Own time per call in µs of `reimpl.layer_norm` by stage, with the functions each holds. Method: cProfile "
+           f"of {calls} calls at {M} x {N} {d['dtype']}, its 15 costliest functions, own time only (the profiler "
+           f"inflates every entry). {d['device']}, torch {d['torch']}, {d['date']}.*\n",
            "| stage | µs per call | functions |", "|---|---:|---|"]
     for name, items in stages.items():
         if items:

@@ -35,6 +35,11 @@ def _missing(which: str) -> str:
     return f"*Not measured yet: run `{CMD}` on a GPU and commit `results/{FILES[which]}`.*\n"
 
 
+def _stamp(d: dict) -> str:
+    """The run's device, versions and date, closing a table's caption."""
+    return f"{d['device']}, torch {d['torch']}" + (f", Triton {d['triton']}" if "triton" in d else "") + f", {d['date']}"
+
+
 def _op(op: str) -> str:
     return "LayerNorm" if op == "layer_norm" else "RMSNorm"
 
@@ -64,7 +69,12 @@ def _answers(failed: list[dict]) -> str:
 def planted(data: dict | None) -> str:
     if data is None:
         return _missing("planted")
-    rows = ["| planted change | op | cases that differ from torch | failing cases whose diagnosis names it |"
+    rows = ["*Each planted build of `reimpl/testing/cuda/planted_layer_norm.cu`: cases that differ from torch's own "
+            "op, how many of them the diagnosis names the planted change for, and the diagnoses (counts of cases). "
+            "Method: judged against torch on the GPU over `reimpl.testing.proof.proof_cases` (fp32, fp16, bf16; "
+            "N = 1000, 4096, 768; offset, normal, subnormal and small values; with and without the affine tensors). "
+            f"{_stamp(data)}.*", "",
+            "| planted change | op | cases that differ from torch | failing cases whose diagnosis names it |"
             " diagnoses, with the number of cases |", "|---|---|---|---|---|"]
     for r in data["rows"]:
         key, failed = r["planted"], r["failed"]
@@ -72,16 +82,16 @@ def planted(data: dict | None) -> str:
         differ = r["cases"] - r["cases_equal"]
         rows.append(f"| `{key}` | {_op(r['op'])} | {differ} of {r['cases']} | "
                     f"{named} of {len(failed)} | {_answers(failed) or 'all equal to torch'} |")
-    return ("\n".join(rows) + "\n\n"
-            "*Each row: one build of `reimpl/testing/cuda/planted_layer_norm.cu` judged against torch's own op on "
-            "the GPU over `reimpl.testing.proof.proof_cases` (fp32, fp16, bf16; N = 1000, 4096, 768; offset, "
-            "normal, subnormal and small values; with and without the affine tensors).*\n")
+    return "\n".join(rows) + "\n"
 
 
 def rungs(data: dict | None) -> str:
     if data is None:
         return _missing("rungs")
-    rows = ["| rung | op | cases with torch's bits | diagnoses of the others, with the number of cases |",
+    rows = ["*Each rung of the study ladder: cases with torch's bits, and the diagnoses of the others (counts of "
+            "cases). Method: judged against torch's own op on the GPU over `reimpl.testing.proof.rung_cases` (fp32 "
+            f"and bf16; 64 x 4096 offset rows and 64 x 1000 normal rows). {_stamp(data)}.*", "",
+            "| rung | op | cases with torch's bits | diagnoses of the others, with the number of cases |",
             "|---|---|---|---|"]
     for r in data["rows"]:
         if "rung" not in r:
@@ -91,15 +101,16 @@ def rungs(data: dict | None) -> str:
             continue
         rows.append(f"| [`{r['rung']}`](../ladder/rungs.md) | {_op(r['op'])} | {r['cases_equal']} of {r['cases']} | "
                     f"{_answers(r['failed']) or '-'} |")
-    return ("\n".join(rows) + "\n\n"
-            "*Each rung judged on `reimpl.testing.proof.rung_cases` (fp32 and bf16; 64 x 4096 offset rows "
-            "and 64 x 1000 normal rows).*\n")
+    return "\n".join(rows) + "\n"
 
 
 def example(data: dict | None) -> str:
     if data is None:
         return _missing("rungs")
-    rows = ["| kernel | cases with torch's bits | diagnoses of the others, with the number of cases |",
+    rows = ["*The worked example's Triton kernels: cases with torch's bits, and the diagnoses of the others (counts "
+            "of cases). Method: judged against torch's own op on the GPU over `reimpl.testing.proof.proof_cases`, "
+            f"returning mean and rstd too. {_stamp(data)}.*", "",
+            "| kernel | cases with torch's bits | diagnoses of the others, with the number of cases |",
             "|---|---|---|"]
     for r in data["rows"]:
         if "example" in r:
@@ -110,7 +121,10 @@ def example(data: dict | None) -> str:
 def batch(data: dict | None) -> str:
     if data is None:
         return _missing("batch")
-    rows = ["| path | torch takes | out: checks passed | dX: checks passed | dweight, dbias with zero-gradient rows "
+    rows = [f"*torch's own paths: batch-invariance checks passed, of those run, per output (counts). Method: the "
+            f"checks of `reimpl.testing.batch_invariance` on a batch of {data['rows'][0]['M']} rows, "
+            f"forward and through autograd, on the GPU. {_stamp(data)}.*", "",
+            "| path | torch takes | out: checks passed | dX: checks passed | dweight, dbias with zero-gradient rows "
             "appended |", "|---|---|---|---|---|"]
     by_label = {}
     for r in data["rows"]:
@@ -124,8 +138,7 @@ def batch(data: dict | None) -> str:
                 cells[key] = (ok + (c["differ"] == 0), n + 1)
         fmt = lambda k: f"{cells[k][0]} of {cells[k][1]}" if k in cells else "-"  # noqa: E731
         rows.append(f"| {label} | {path} kernels | {fmt('out')} | {fmt('dX')} | {fmt('weights')} |")
-    return "\n".join(rows) + (f"\n\n*Batch of {data['rows'][0]['M']} rows; the checks are those of "
-                              "`reimpl.testing.batch_invariance`, listed below.*\n")
+    return "\n".join(rows) + "\n"
 
 
 def stamp(datas: list) -> str:

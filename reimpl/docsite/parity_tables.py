@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 from ..upstream import manifest as manifest_mod
+from .ladder_tables import caption
 
 RESULTS = manifest_mod.ROOT / "results"
 
@@ -41,7 +42,11 @@ def parity() -> str:
             continue
         out.append(f"From `results/{name}`" + (f": {d['what']}" if "what" in d else "") + "\n\n" + _stamp(d))
         if "parity_groups" in d:
-            out.append("\n" + _groups_table(d["parity_groups"], d.get("totals")))
+            method = ("every element of the outputs compared with torch's as integer bit patterns, NaN by position, "
+                      "by the GPU suite (`scripts/gpu/gpu_suite.sh`)")
+            out.append("\n" + caption(f"{title}: cases and elements compared with torch per parity group, and how "
+                                      "many differ (counts)", d, method)
+                       + _groups_table(d["parity_groups"], d.get("totals")))
         if "step_trace" in d:
             t = d["step_trace"]
             out.append(f"\nStep traces (`tests/test_trace_gpu.py`, see [Stepping through the kernels]"
@@ -76,5 +81,9 @@ def numerics_example() -> str:
         out.append(f"\n**{t}**: {n} of {d['numel'][t]} element(s) differ"
                    + (f" (the first {len(d['diffs'][t])} shown)" if n > len(d["diffs"][t]) else "") + "\n\n")
         if d["diffs"][t]:
-            out.append(_bits_rows(d["diffs"][t]))
+            out.append(caption(f"The elements of `{t}` that differ between the two paths: {d['dtype']} bits (hex) "
+                               "and value of each path's result", d,
+                               "`torch.native_layer_norm` on the same values, aligned and at storage offset 1, kernels "
+                               "identified with the profiler (`scripts/gpu/numerics_example.py`)")
+                       + _bits_rows(d["diffs"][t]))
     return "".join(out)

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..ladder import accuracy, registry
 from ..ladder.softmax import KERNELS as SOFTMAX_KERNELS
+from .ladder_tables import caption
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 ERRORS = RESULTS / "siblings_errors.json"
@@ -63,7 +64,11 @@ def softmax_errors(d: dict | None, kernel: str) -> str:
         w["trel"] = max(w["trel"], r["torch_max_rel_err"])
     if not worst:
         raise ValueError(f"{kernel}: no softmax rows in {ERRORS.name}")
-    lines = ["| family | dtype | max ulps from torch | at M x N | stated bound there | NaN where torch's "
+    lines = [caption(f"Worst distance of `{kernel}` to `torch.softmax` per input family and dtype over every shape "
+                     "measured: ulps of torch's output, the bound stated at that shape (ulps), % of elements "
+                     "bit-identical to torch, relative error against a float64 softmax (no unit)", d,
+                     f"outputs against torch's and a float64 reference on the GPU, `{ERRORS_CMD}`"),
+             "| family | dtype | max ulps from torch | at M x N | stated bound there | NaN where torch's "
              "| bit-identical (worst shape) | rel. error vs float64, ours | torch's |",
              "|---|---|---:|---|---:|---|---:|---:|---:|"]
     for (family, dtype), w in sorted(worst.items()):
@@ -87,7 +92,11 @@ def batchnorm_errors(d: dict | None, impl: str) -> str:
             w["rm"], w["rv"] = max(w["rm"], r["running_mean_rel"]), max(w["rv"], r["running_var_rel"])
     if not worst:
         raise ValueError(f"{impl}: no BatchNorm rows in {ERRORS.name}")
-    lines = ["| x | parameters | mode | worst error of y | at | bound | running mean | running var | bound |",
+    lines = [caption(f"Worst error of `{impl}` against `torch.nn.BatchNorm` per dtype, parameter dtype and mode over "
+                     "every shape measured: y and, in training, the running mean and variance, "
+                     "abs(ours − torch's) / max(abs(torch's), 1) (no unit)", d,
+                     f"outputs and running statistics against torch's on the GPU, `{ERRORS_CMD}`"),
+             "| x | parameters | mode | worst error of y | at | bound | running mean | running var | bound |",
              "|---|---|---|---:|---|---:|---:|---:|---:|"]
     reasons = set()
     for (dtype, pdt, mode), w in sorted(worst.items()):
@@ -113,7 +122,9 @@ def bandwidth(d: dict | None, which: str) -> str:
     shapes = sorted({tuple(r["shape"]) for r in rows}, key=lambda s: (int(np.prod(s)), s))
     kernels = [k for k in ORDER if any(r["kernel"] == k for r in rows)]
     cell = {(r["kernel"], tuple(r["shape"])): r for r in rows}
-    lines = ["| kernel | " + " | ".join(" x ".join(map(str, s)) for s in shapes) + " |",
+    lines = [caption(f"GB/s (% of `x.clone()`'s) per kernel and shape, {op} forward, {dtype}: ours, torch's and the "
+                     "copy; GB/s counts one read of x and one write of y", d, d["method"]),
+             "| kernel | " + " | ".join(" x ".join(map(str, s)) for s in shapes) + " |",
              "|---|" + "---:|" * len(shapes)]
     for k in kernels:
         vals = [f"{cell[k, s]['gbps']:.0f} ({cell[k, s]['pct_copy']:.0f}%)" if (k, s) in cell else "not timed"

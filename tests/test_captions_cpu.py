@@ -1,0 +1,119 @@
+"""CPU-only: every table the docs draw from measured (or read) data opens with its caption, one italic
+line right above it that says what it holds, how it was made, and where and when: the device, torch
+version and date of the committed JSON it is drawn from, rendered from that file's own stamp."""
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from reimpl.docsite import render
+
+ROOT = Path(__file__).resolve().parents[1]
+SEPARATOR = re.compile(r"^\|(\s*:?-+:?\s*\|)+$")
+
+
+def _json(path: str) -> dict:
+    return json.loads((ROOT / path).read_text())
+
+
+def captions(markdown: str) -> list[str]:
+    """The caption of each Markdown table in `markdown`, in order: the nearest non-blank line above
+    its header row, which must be one italic line (`*...*`, not bold)."""
+    lines = markdown.splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        if not (line.startswith("|") and i + 1 < len(lines) and SEPARATOR.match(lines[i + 1])):
+            continue
+        j = i - 1
+        while j >= 0 and not lines[j].strip():
+            j -= 1
+        above = lines[j] if j >= 0 else ""
+        assert above.startswith("*") and above.endswith("*") and not above.startswith("**"), \
+            f"table {lines[i]!r} has no caption line above it, but {above!r}"
+        out.append(above)
+    return out
+
+
+def expand(directive: str) -> str:
+    return render.expand(directive + "\n", "page.md", "../")
+
+
+def gpu(path: str) -> list[str]:
+    """What a caption must name of a GPU run's file: its device, torch version and date."""
+    d = _json(path)
+    return [d["device"], f"torch {d['torch']}", d["date"]]
+
+
+# directive -> for each table it draws, in order, the strings its caption must hold
+GPU_TABLES = {
+    "{% parity %}": [gpu("results/gpu_suite_forward.json") + ["Method:", "Forward"],
+                     gpu("results/gpu_suite_backward.json") + ["Method:", "Backward"]],
+    "{% softmax_errors three_pass %}": [gpu("results/siblings_errors.json") + ["`three_pass`", "ulps"]],
+    "{% softmax_errors online_warp %}": [gpu("results/siblings_errors.json") + ["`online_warp`"]],
+    "{% softmax_errors online_block %}": [gpu("results/siblings_errors.json") + ["`online_block`"]],
+    "{% batchnorm_errors torch_level %}": [gpu("results/siblings_errors.json") + ["`torch_level`", "no unit"]],
+    "{% batchnorm_errors kernel %}": [gpu("results/siblings_errors.json") + ["`kernel`"]],
+    "{% siblings_bandwidth softmax.fp32 %}": [gpu("results/siblings_bench.json") + ["GB/s", "softmax", "fp32",
+                                                                                   "L2 not flushed"]],
+    "{% siblings_bandwidth softmax.bf16 %}": [gpu("results/siblings_bench.json") + ["GB/s", "bf16"]],
+    "{% siblings_bandwidth batchnorm.fp32 %}": [gpu("results/siblings_bench.json") + ["GB/s", "batchnorm"]],
+    "{% siblings_bandwidth batchnorm.bf16 %}": [gpu("results/siblings_bench.json") + ["GB/s", "batchnorm"]],
+    "{% releases %}": [gpu("results/torch_versions_gpu.json")
+                       + ["`reference/torch_versions.json`", _json("reference/torch_versions.json")["date"]]],
+    "{% releases_gpu %}": [gpu("results/torch_versions_gpu.json") + ["Method:", "counts"]],
+    "{% large_tensor %}": [gpu("results/large_tensor.json") + ["Method:", "dX"]],
+    "{% host_overhead %}": [gpu("results/host_overhead.json") + ["µs", "Method:", "median"]],
+    "{% host_profile %}": [gpu("results/host_overhead.json") + ["µs", "cProfile"]],
+    "{% judge_planted %}": [gpu("results/judge_planted.json") + ["Method:"]],
+    "{% judge_rungs %}": [gpu("results/judge_rungs.json") + ["Method:"]],
+    "{% judge_example %}": [gpu("results/judge_rungs.json") + ["Method:"]],
+    "{% batch_invariance %}": [gpu("results/batch_invariance.json") + ["Method:"]],
+}
+# the numerics example draws one table per output that differs
+_N = _json("results/numerics_example.json")
+GPU_TABLES["{% numerics_example %}"] = [gpu("results/numerics_example.json") + [f"`{t}`", "Method:"]
+                                        for t in ("mean", "rstd", "out") if _N["diffs"][t]]
+
+# the host dispatch read from newer copies of the source: no device, but the file and its date
+_HOST = ["`reference/host_dispatch.json`", _json("reference/host_dispatch.json")["date"], "no GPU run", "Method:"]
+READ_TABLES = {
+    "{% releases_copies %}": [_HOST],
+    "{% releases_host %}": [_HOST],
+    "{% releases_host_changes %}": [_HOST],
+    "{% releases_what_you_get %}": [_HOST[:2] + gpu("results/large_tensor.json")
+                                    + [_json("reference/torch_versions.json")["date"]]],
+}
+
+
+@pytest.mark.parametrize("directive", sorted({**GPU_TABLES, **READ_TABLES}))
+def test_each_table_has_its_caption_with_device_and_date(directive):
+    wanted = {**GPU_TABLES, **READ_TABLES}[directive]
+    got = captions(expand(directive))
+    assert len(got) == len(wanted), (directive, got)
+    for caption, needs in zip(got, wanted):
+        for s in needs:
+            assert s in caption, (directive, s, caption)
+
+
+def test_tables_that_are_no_measurement_need_no_caption():
+    """The variants, the layers and the worked CPU examples are not measurements: they still render."""
+    for directive in ("{% judge_variants %}", "{% layers %}", "{% siblings_axes %}"):
+        assert "|---" in expand(directive)
+
+
+def test_captions_follow_the_stamp_not_typed_text(monkeypatch):
+    """A caption changes with the stamp of the file it is drawn from."""
+    from reimpl.docsite import judge_tables, siblings_tables
+    d = {**_json("results/siblings_bench.json"), "device": "Some GPU", "date": "2030-01-02"}
+    (caption,) = captions(siblings_tables.bandwidth(d, "softmax.fp32"))
+    assert "Some GPU" in caption and "2030-01-02" in caption
+    p = {**_json("results/judge_planted.json"), "device": "Other GPU", "date": "2031-02-03"}
+    (caption,) = captions(judge_tables.planted(p))
+    assert "Other GPU" in caption and "2031-02-03" in caption
+
+
+def test_the_checker_finds_an_uncaptioned_table():
+    with pytest.raises(AssertionError):
+        captions("Some text.\n\n| a | b |\n|---|--:|\n| 1 | 2 |\n")
+    assert captions("*A caption.*\n\n| a | b |\n|---|--:|\n| 1 | 2 |\n") == ["*A caption.*"]

@@ -1,0 +1,219 @@
+"""Measured numbers that the prose of a page states, checked against the committed results they come
+from, so that a page cannot keep a number the data no longer gives.
+
+Each row of PHRASES is (page, phrase, value): `value()` reads results/ and returns what fills the
+phrase's `{}` fields, formatted as the page prints it; the filled phrase must occur in the page's
+text (whitespace collapsed). To state a new number in prose, add a row here; a number that needs no
+row belongs in a table rendered from results/ instead."""
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "results"
+
+
+@cache
+def load(name: str) -> dict:
+    return json.loads((RESULTS / name).read_text())
+
+
+@cache
+def page(name: str) -> str:
+    return " ".join((ROOT / "docs" / name).read_text().split())
+
+
+def pct(x: float) -> str:
+    return f"{x:.0f}"
+
+
+def span(values, unit: str = "%") -> str:
+    """A range as the pages print it: "46–78%", or "78%" when both ends round alike."""
+    lo, hi = pct(min(values)), pct(max(values))
+    return (lo if lo == hi else f"{lo}–{hi}") + unit
+
+
+# ---------------------------------------------------------------- results/fast_bench.json and fast_grad_bench.json
+
+def bench(name: str, method: str | None = None, kernels: tuple[str, ...] = (), **shape) -> list[dict]:
+    return [r for r in load(name)["rows"]
+            if (method is None or r["method"] == method) and (not kernels or r["kernel"] in kernels)
+            and all(r[k] == v for k, v in shape.items())]
+
+
+def fwd(method=None, kernels=(), **shape):
+    return [r["pct_copy"] for r in bench("fast_bench.json", method, kernels, **shape)]
+
+
+def grad(method=None, kernels=(), **shape):
+    return [r["pct_copy"] for r in bench("fast_grad_bench.json", method, kernels, **shape)]
+
+
+FAST = ("fast_layer_norm", "fast_rms_norm")
+TORCH = ("torch_layer_norm", "torch_rms_norm")
+FAST_DX = ("fast_layer_norm_dx", "fast_rms_norm_dx")
+TORCH_DX = ("torch_layer_norm_dx", "torch_rms_norm_dx")
+SMALL = dict(dtype="fp32", M=4096, N=1024)
+
+
+def faster_everywhere(name: str, ours: tuple[str, ...], theirs: tuple[str, ...]) -> int:
+    """How many cells (method, shape, op) there are; fails unless ours beats torch's in each."""
+    rows = load(name)["rows"]
+    cell = {(r["method"], r["dtype"], r["M"], r["N"], r["kernel"]): r["pct_copy"] for r in rows}
+    pairs = [(k, k[:4] + (theirs[ours.index(k[4])],)) for k in cell if k[4] in ours]
+    slower = [k for k, t in pairs if cell[k] <= cell[t]]
+    assert not slower, f"not faster than torch: {slower}"
+    return len(pairs)
+
+
+def hardest_forward() -> tuple[str, str]:
+    lo = min(bench("fast_bench.json", "pipelined", FAST), key=lambda r: r["pct_copy"])
+    assert (lo["dtype"], lo["M"], lo["N"], lo["kernel"]) == ("bf16", 4096, 1024, "fast_layer_norm")
+    rms = fwd("pipelined", ("fast_rms_norm",), dtype="bf16", M=4096, N=1024)
+    return pct(lo["pct_copy"]), pct(rms[0])
+
+
+def dx_pipelined_rest() -> tuple[int, str]:
+    rest = [r["pct_copy"] for r in bench("fast_grad_bench.json", "pipelined", FAST_DX)
+            if (r["dtype"], r["M"], r["N"]) != ("fp32", 4096, 1024)]
+    return len(rest), span(rest)
+
+
+def copy_gbps(method: str) -> str:
+    return pct(bench("fast_grad_bench.json", method, ("copy",), **SMALL)[0]["gbps"])
+
+
+def dx_gbps(method: str) -> str:
+    return pct(bench("fast_grad_bench.json", method, ("fast_layer_norm_dx",), **SMALL)[0]["gbps"])
+
+
+# ---------------------------------------------------------------- results/ncu_fast_*.json
+
+def ncu(what: str, kernel: str, **shape) -> list[dict]:
+    return [c for c in load(f"ncu_fast_{what}.json")["cases"]
+            if c["kernel"] == kernel and all(c[k] == v for k, v in shape.items())]
+
+
+def ncu_one(what: str, kernel: str, field: str, **shape):
+    (c,) = ncu(what, kernel, **shape)
+    return c[field]
+
+
+def ncu_span(what: str, kernel: str, field: str, unit: str = "", keep=lambda c: True) -> str:
+    return span([c[field] for c in ncu(what, kernel) if keep(c)], unit)
+
+
+def mb(x: float) -> str:
+    return f"{x / 1e6:.1f}"
+
+
+def long_rows(c: dict) -> bool:
+    return c["N"] >= 4096
+
+
+def not_single_wave(c: dict) -> bool:
+    return (c["M"], c["N"]) != (4096, 1024)
+
+
+# ---------------------------------------------------------------- results/fast_experiments.json and fast_rows_sweep.json
+
+def variant(prefix: str) -> dict:
+    (v,) = [v for v in load("fast_experiments.json")["variants"] if v["name"].startswith(prefix)]
+    return v
+
+
+def profiler_us() -> tuple[str, ...]:
+    """The torch.profiler note: copy, LayerNorm two rows, four rows, RMSNorm, torch's LayerNorm, and
+    the pipelined figures' offset, in that order."""
+    note = variant("torch.profiler device time per call")["note"]
+    return tuple(re.findall(r"(\d+(?:\.\d+)?) us", note))
+
+
+def four_rows_band() -> tuple[int, int, str]:
+    """LayerNorm cells where four rows a warp beat two, of the band's cells; the same for RMSNorm."""
+    d = load("fast_rows_sweep.json")
+    cell = {(r["dtype"], r["M"], r["kernel"]): r["pct_copy"] for r in d["rows"]}
+    band = [(dt, M) for dt, M, k in cell if k == "copy" and 16 <= M / d["sms"] <= 48]
+
+    def ahead(op):
+        return sum(cell[(dt, M, f"{op} rows=4")] > cell[(dt, M, f"{op} rows=2")] for dt, M in band)
+
+    rms = ahead("rms_norm")
+    return ahead("layer_norm"), len(band), (f"all {rms}" if rms == len(band) else f"{rms} of {len(band)}")
+
+
+FAST_MD = "ladder/fast.md"
+PHRASES = [
+    (FAST_MD, "gives the bits, runs at {} of copy bandwidth",
+     lambda: (span(fwd("pipelined", ("torch_layer_norm",))),)),
+    (FAST_MD, "On fp32 8192 × 16384 LayerNorm this took the kernel from {}% to {}% of copy",
+     lambda: (pct(variant("row loads with L1::no_allocate")["kept"]["fp32 8192x16384"]),
+              pct(variant("row loads with L1::no_allocate")["pct_copy"]["fp32 8192x16384"]))),
+    (FAST_MD, "bf16 at N = 16384 runs in {} registers",
+     lambda: (ncu_one("forward", "reimpl.fast", "registers", dtype="bf16", N=16384),)),
+    (FAST_MD, "measured it ahead in {} of {} LayerNorm cells and {} RMSNorm cells", four_rows_band),
+    (FAST_MD, "An fp32 row of 32 vectors a thread takes {} registers",
+     lambda: (ncu_one("forward", "reimpl.fast", "registers", dtype="fp32", N=16384),)),
+    (FAST_MD, "The copy (a `cudaMemcpy`) takes {} µs. Our LayerNorm takes {} µs with two rows a warp and "
+              "{} µs with four, and our RMSNorm {} µs. Torch's LayerNorm takes {} µs. The benchmark's "
+              "pipelined figures are about {} µs higher", profiler_us),
+    (FAST_MD, "Pipelined, all twenty cells run at {} of copy; flushed, at {}.",
+     lambda: (span(fwd("pipelined", FAST)), span(fwd("flushed", FAST)))),
+    (FAST_MD, "The hardest one is bf16 4096 × 1024 LayerNorm, at {}% pipelined (RMSNorm {}%)", hardest_forward),
+    (FAST_MD, "Every shape is faster than torch's kernel, under both methods. Torch's LayerNorm runs at {} "
+              "of copy pipelined and {} flushed.",
+     lambda: (faster_everywhere("fast_bench.json", FAST, TORCH) and
+              span(fwd("pipelined", ("torch_layer_norm",))), span(fwd("flushed", ("torch_layer_norm",))))),
+    (FAST_MD, "Torch's kernel executes {} thread instructions per element and is issue-bound on short rows "
+              "(bf16 65536 × 768: issue slots {}% busy, DRAM {}%). Ours executes {}, with DRAM {} busy "
+              "everywhere except the single-wave 4096 × 1024 shapes.",
+     lambda: (ncu_span("forward", "torch", "thread_instructions_per_element"),
+              pct(ncu_one("forward", "torch", "issue_active_pct", dtype="bf16", M=65536)),
+              pct(ncu_one("forward", "torch", "dram_throughput_pct_of_peak", dtype="bf16", M=65536)),
+              ncu_span("forward", "reimpl.fast", "thread_instructions_per_element"),
+              ncu_span("forward", "reimpl.fast", "dram_throughput_pct_of_peak", "%", not_single_wave))),
+    (FAST_MD, "Ours is faster than torch's kernel in all {} cells",
+     lambda: (faster_everywhere("fast_grad_bench.json", FAST_DX, TORCH_DX),)),
+    (FAST_MD, "Flushed, all 20 run at {} of copy. Pipelined, {} run at {}. The exception is fp32 4096 × 1024: "
+              "{}% for LayerNorm and {}% for RMSNorm, against torch's {}. Torch's kernel runs at {}.",
+     lambda: (span(grad("flushed", FAST_DX)), *dx_pipelined_rest(),
+              pct(grad("pipelined", ("fast_layer_norm_dx",), **SMALL)[0]),
+              pct(grad("pipelined", ("fast_rms_norm_dx",), **SMALL)[0]),
+              span(grad("pipelined", TORCH_DX, **SMALL)), span(grad(None, TORCH_DX)))),
+    (FAST_MD, "so the copy runs at {} GB/s pipelined against {} GB/s flushed",
+     lambda: (copy_gbps("pipelined"), copy_gbps("flushed"))),
+    (FAST_MD, "In that state the copy reads {} MB of its 16.8 MB from DRAM, and our dX reads {} MB of its",
+     lambda: (mb(ncu_one("l2", "copy", "dram_read_bytes", **SMALL)),
+              mb(ncu_one("l2", "reimpl.fast", "dram_read_bytes", **SMALL)))),
+    (FAST_MD, "dX itself moves {} GB/s pipelined and {} GB/s flushed. When neither finds anything in the L2 "
+              "(flushed), dX runs at {}% of copy and torch at {}%.",
+     lambda: (dx_gbps("pipelined"), dx_gbps("flushed"),
+              pct(grad("flushed", ("fast_layer_norm_dx",), **SMALL)[0]),
+              pct(grad("flushed", ("torch_layer_norm_dx",), **SMALL)[0]))),
+    (FAST_MD, "executes {} thread instructions per element, ours {}. On the long rows",
+     lambda: (ncu_span("grad", "torch", "thread_instructions_per_element"),
+              ncu_span("grad", "reimpl.fast", "thread_instructions_per_element"))),
+    (FAST_MD, "{} MB for fp32 16384 × 4096, against our {} MB",
+     lambda: (f"{ncu_one('grad', 'torch', 'dram_read_bytes', dtype='fp32', N=4096) / 1e6:,.0f}",
+              f"{ncu_one('grad', 'reimpl.fast', 'dram_read_bytes', dtype='fp32', N=4096) / 1e6:,.0f}")),
+    (FAST_MD, "Ours holds the row in up to {} registers a thread, so its occupancy is low on rows of 4096 and "
+              "longer ({}). That costs little: each thread issues all its loads before the first use, and "
+              "DRAM stays {} busy on those shapes.",
+     lambda: (max(c["registers"] for c in ncu("grad", "reimpl.fast")),
+              ncu_span("grad", "reimpl.fast", "achieved_occupancy_pct", "%", long_rows),
+              ncu_span("grad", "reimpl.fast", "dram_throughput_pct_of_peak", "%", long_rows))),
+    ("ladder/index.md", "(bf16 65536 × 768: issue slots {}% busy, DRAM {}%): the kernel is bound by instructions",
+     lambda: (pct(ncu_one("forward", "torch", "issue_active_pct", dtype="bf16", M=65536)),
+              pct(ncu_one("forward", "torch", "dram_throughput_pct_of_peak", dtype="bf16", M=65536)))),
+]
+
+
+@pytest.mark.parametrize("page_name, phrase, value", PHRASES, ids=[f"{p}:{s[:40]}" for p, s, _ in PHRASES])
+def test_prose_number_matches_results(page_name, phrase, value):
+    filled = phrase.format(*value())
+    assert filled in page(page_name), f"{page_name} should say: {filled}"
