@@ -213,6 +213,92 @@ PHRASES = [
 ]
 
 
+# ---------------------------------------------------------------- other committed files, for the guide pages
+
+REFERENCE = ROOT / "reference"
+
+
+def ftz_fails_only_subnormal() -> tuple:
+    """The planted flush-to-zero kernel: some cases equal torch's, and every failing case has subnormal input."""
+    rows = [r for r in load("judge_planted.json")["rows"] if r["planted"] == "ftz"]
+    assert rows and all(r["cases_equal"] > 0 and r["failed"] for r in rows)
+    assert all("subnormal" in f["case"] for r in rows for f in r["failed"])
+    return ()
+
+
+def numerics_row_length() -> tuple[int]:
+    m, n = load("numerics_example.json")["shape"]
+    assert m == 1
+    return (n,)
+
+
+@cache
+def gdb() -> str:
+    return (RESULTS / "cuda_gdb_session.txt").read_text()
+
+
+def gdb_state(n: int) -> tuple[str, str, str]:
+    """mean, sigma2 and count of the transcript's `$n = {mean = ..., sigma2 = ..., count = ...}`."""
+    (m,) = re.findall(rf"\${n} = \{{mean = (\S+), sigma2 = (\S+), count = (\d+)\}}$", gdb(), re.M)
+    return m
+
+
+def gdb_local(name: str) -> str:
+    (v,) = re.findall(rf"^{name} = (\S+)$", gdb(), re.M)
+    return v
+
+
+def naive_slowest() -> tuple:
+    """The textbook rung is the slowest on every shape it runs, by more than a factor of two."""
+    cells: dict = {}
+    for r in load("ladder_bench.json")["rows"]:
+        if "gbps" in r:
+            cells.setdefault((r["dtype"], r["M"], r["N"], r["pass"]), {})[r["kernel"]] = r["gbps"]
+    runs = [c for c in cells.values() if "naive" in c]
+    assert runs and all(c["naive"] * 2 < min(v for k, v in c.items() if k not in ("naive", "copy")) for c in runs)
+    return ()
+
+
+@cache
+def releases() -> dict:
+    return json.loads((REFERENCE / "torch_versions.json").read_text())["releases"]
+
+
+def dropped_gamma_beta() -> tuple[int]:
+    pin, later = set(releases()["2.11.0"]["kernels"]), set(releases()["2.13.0"]["kernels"])
+    gone = pin - later
+    assert all("GammaBetaBackwardCUDAKernelTemplate" in k for k in gone)
+    assert len(later) == len(pin) - len(gone) == len(releases()["2.14.1"]["kernels"])
+    return (len(gone),)
+
+
+def same_count() -> tuple[int]:
+    n = len(releases()["2.11.0"]["kernels"])
+    assert len(releases()["2.12.1"]["kernels"]) == n
+    return (n,)
+
+
+GDB_MD = "guide/cuda-gdb.md"
+PHRASES += [
+    ("numerics.md", "differs on rows with subnormal inputs (the planted `ftz` kernel", ftz_fails_only_subnormal),
+    ("guide/stepping.md", "measured on the H100 for a row of {} values", numerics_row_length),
+    (GDB_MD, "H100 80GB HBM3, driver {}, cuda-gdb 13.0, NVRTC 13.0, {}.",
+     lambda: (re.search(r"driver (\S+),", gdb())[1], re.search(r"(\d{4}-\d\d-\d\d)", gdb())[1])),
+    (GDB_MD, "`wd = {{mean = {}, sigma2 = {}, count = {}}}`", lambda: gdb_state(6)),
+    (GDB_MD, "`wdB = {{mean = {}, sigma2 = {}, count = {}}}`", lambda: gdb_state(7)),
+    (GDB_MD, "After the combine, `wd = {{mean = {}, sigma2 = {}, count = {}}}`", lambda: gdb_state(8)),
+    (GDB_MD, "`dataB` is this lane's state `{{{}, {}, {}}}` and `dataA` is lane 8's `{{{}, {}, {}}}`",
+     lambda: gdb_state(15) + gdb_state(16)),
+    (GDB_MD, "`delta = {}`, `count = {}` and `nA = nB = {}`",
+     lambda: (gdb_local("delta"), gdb_local("count"), gdb_local("nA"))),
+    (GDB_MD, "`Value returned is {{mean = {}, sigma2 = {}, count = {}}}`", lambda: gdb_state(17)),
+    (GDB_MD, "`mean {} rstd {}`", lambda: re.search(r"^mean (\S+) rstd (\S+)", gdb(), re.M).groups()),
+    ("ladder/rungs.md", "it is the slowest rung by far on every shape of the", naive_slowest),
+    ("releases.md", "**2.12.1** carries the same {} kernels with the same SASS", same_count),
+    ("releases.md", "drop {} GammaBeta instantiations", dropped_gamma_beta),
+]
+
+
 @pytest.mark.parametrize("page_name, phrase, value", PHRASES, ids=[f"{p}:{s[:40]}" for p, s, _ in PHRASES])
 def test_prose_number_matches_results(page_name, phrase, value):
     filled = phrase.format(*value())
