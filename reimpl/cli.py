@@ -220,15 +220,15 @@ def _cmd_judge(args) -> int:
         return 0
     if not args.function:
         raise SystemExit("judge: give MODULE:FUNCTION, or --from FILE")
-    from .testing.verdict import _failing_rows_of, judge
+    from .testing.verdict import judge
     fn = _load_function(args.function)
     verdict = judge(fn, args.op, dtypes=tuple(args.dtypes.split(",")), device=args.device,
                     backward=args.backward)
     print(verdict)
-    if args.save and verdict.failed and not args.backward:
-        rows = _failing_rows_of(fn, args.op, verdict.failed[0].case, verdict.device)
-        rows.save(args.save)
-        print(f"the failing rows of {verdict.failed[0].case.id} saved to {args.save}: "
+    saved = next((r for r in verdict.failed if r.rows is not None), None) if args.save else None
+    if saved is not None:
+        saved.rows.save(args.save)
+        print(f"the failing rows of {saved.case.id} saved to {args.save}: "
               f"`python -m reimpl judge --from {args.save}` diagnoses them on any machine")
     return 0 if verdict.ok else 1
 

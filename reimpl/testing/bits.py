@@ -33,6 +33,18 @@ def as_bits(a, dtype: str | None = None) -> tuple[np.ndarray, str]:
     return a.view(_UINT[a.itemsize]), name
 
 
+_STORAGE = {"float32": np.float32, "float64": np.float64, "float16": np.float16, "bfloat16": np.uint16}
+
+
+def storage(a) -> np.ndarray | None:
+    """A torch tensor (any device) as a NumPy array of its storage dtype (bfloat16 as uint16 bit
+    patterns, as the emulator takes it); a NumPy array as it is; None as None."""
+    if a is None or not hasattr(a, "detach"):
+        return None if a is None else np.asarray(a)
+    bits, name = as_bits(a)
+    return bits.view(_STORAGE[name])
+
+
 def _is_nan(bits, name):
     _, exp, man = _LAYOUT[name]
     b = bits.astype(np.uint64)

@@ -161,12 +161,12 @@ def on_cpu(key: str, op: str = "layer_norm"):
     def run(x, normalized_shape, weight, bias, eps):
         import torch
         from ..emulator.fp import BY_NAME
-        from .verdict import _as_numpy
+        from .bits import storage
         dt = str(x.dtype).replace("torch.", "")
         N = int(np.prod(normalized_shape))
         T = BY_NAME[{"float32": "float", "float16": "c10::Half", "bfloat16": "c10::BFloat16"}[dt]]
-        flat = lambda a: None if a is None else _as_numpy(a, dt).reshape(-1)  # noqa: E731
-        y, mean, rstd = V.forward_rows(variant, op, T, _as_numpy(x, dt).reshape(-1, N), flat(weight), flat(bias), eps)
+        flat = lambda a: None if a is None else storage(a).reshape(-1)  # noqa: E731
+        y, mean, rstd = V.forward_rows(variant, op, T, storage(x).reshape(-1, N), flat(weight), flat(bias), eps)
         y_t = torch.from_numpy(y.view(np.int16) if dt == "bfloat16" else y).view(x.dtype).view(x.shape)
         shape = tuple(x.shape[:x.dim() - len(normalized_shape)]) + (1,) * len(normalized_shape)
         rstd_t = torch.from_numpy(rstd).view(shape)

@@ -30,13 +30,13 @@ def rung_cases(op: str) -> list:
 def rung_fn(name: str, op: str):
     """A ladder rung (CUDA or Triton) with F.layer_norm's (or F.rms_norm's) arguments; rows are the
     trailing dimension only, so it judges 2-D cases."""
-    from ..ladder import registry
-    launch = registry.BY_NAME[name].launch_fn()
+    from ..checks.ladder_errors import runner
+    launch = runner(name)
 
     def run(x, normalized_shape, weight, bias, eps):
         if len(normalized_shape) != 1:
             raise ValueError(f"ladder rung {name} normalizes the last dimension only")
-        y, mean, rstd = launch(name, x, weight, bias, 1e-5 if eps is None else eps)
+        y, mean, rstd = launch(x, weight, bias, 1e-5 if eps is None else eps)
         shape = tuple(x.shape[:-1]) + (1,)
         return (y, rstd.view(shape)) if op == "rms_norm" else (y, mean.view(shape), rstd.view(shape))
     if op == "rms_norm":

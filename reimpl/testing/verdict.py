@@ -18,7 +18,7 @@ import numpy as np
 
 from ..checks import cases as C
 from ..checks import cases_backward as CB
-from .bits import Difference, compare
+from .bits import Difference, compare, storage
 from .diagnosis import Diagnosis, Rows, diagnose
 
 OPS = ("layer_norm", "rms_norm")
@@ -53,6 +53,7 @@ class CaseResult:
     differences: list[Difference]
     diagnosis: Diagnosis | None = None
     error: str | None = None
+    rows: Rows | None = None   # the failing rows the diagnosis ran on (`python -m reimpl judge --save`)
 
     @property
     def ok(self) -> bool:
@@ -119,19 +120,9 @@ def _torch_path(case) -> str:
     return "vectorized" if any("vectorized_layer_norm_kernel" in n for n in names) else "fallback"
 
 
-def _as_numpy(t, dtype: str):
-    if t is None:
-        return None
-    if hasattr(t, "detach"):
-        import torch
-        t = t.detach().contiguous().cpu()
-        return t.view(torch.int16).numpy().view(np.uint16) if t.dtype == torch.bfloat16 else t.numpy()
-    return np.asarray(t)
-
-
-def _stat_matches(name, mine, ref, dtype) -> Difference:
-    ref_np = _as_numpy(ref, dtype)
-    mine_np = _as_numpy(mine, dtype)
+def _stat_matches(name, mine, ref) -> Difference:
+    ref_np = storage(ref)
+    mine_np = storage(mine)
     if mine_np is not None and mine_np.size == ref_np.size:
         mine_np = mine_np.reshape(ref_np.shape).astype(ref_np.dtype, copy=False)
     return compare(name, mine_np, ref_np)
@@ -146,14 +137,15 @@ def judge_forward_case(fn, op: str, case, device: str, diagnose_rows: bool = Tru
     ref = _reference_forward(case, x, w, b)
     dt = _DTYPE_NAME[case.dtype]
     n = int(np.prod(case.normalized_shape))
-    diffs = [compare("out", _as_numpy(got[0], dt), _as_numpy(ref[0], dt), dt, row_size=n)]
+    diffs = [compare("out", storage(got[0]), storage(ref[0]), dt, row_size=n)]
     stats = {}
     for name, mine, theirs in zip(case.output_names[1:], got[1:], ref[1:]):
-        diffs.append(_stat_matches(name, mine, theirs, dt))
-        stats[name] = _as_numpy(mine, dt)
+        diffs.append(_stat_matches(name, mine, theirs))
+        stats[name] = storage(mine)
     result = CaseResult(case, diffs)
     if not result.ok and diagnose_rows and dt != "float64":
-        result.diagnosis = diagnose(_failing_rows(op, case, x, w, b, got[0], stats, diffs))
+        result.rows = _failing_rows(op, case, x, w, b, got[0], stats, diffs)
+        result.diagnosis = diagnose(result.rows)
     return result
 
 
@@ -163,27 +155,12 @@ def _failing_rows(op, case, x, w, b, out, stats, diffs: list[Difference]) -> Row
     n = int(np.prod(case.normalized_shape))
     rows = sorted({r for d in diffs for r in d.rows})  # a statistic's rows are its elements
     rows = rows or list(range(min(8, x.numel() // max(n, 1))))
-    xs = _as_numpy(x, dt).reshape(-1, n)[rows]
-    ys = _as_numpy(out, dt).reshape(-1, n)[rows]
-    flat = lambda a: None if a is None else _as_numpy(a, dt).reshape(-1)  # noqa: E731
-    pick = lambda a: None if a is None or a.size != len(_as_numpy(x, dt).reshape(-1, n)) else a[rows]  # noqa: E731
+    xs = storage(x).reshape(-1, n)[rows]
+    ys = storage(out).reshape(-1, n)[rows]
+    flat = lambda a: None if a is None else storage(a).reshape(-1)  # noqa: E731
+    pick = lambda a: None if a is None or a.size != len(storage(x).reshape(-1, n)) else a[rows]  # noqa: E731
     return Rows(op, dt, xs, flat(w), flat(b) if op == "layer_norm" else None, case.eps, ys,
                 pick(flat(stats.get("mean"))), pick(flat(stats.get("rstd"))), _torch_path(case))
-
-
-def _failing_rows_of(fn, op, case, device) -> Rows:
-    """The rows of `case` on which `fn` differs from torch, ready to save and diagnose elsewhere."""
-    x, w, b = case.make_inputs(device)
-    got = _call_forward(fn, op, case, x, w, b)
-    ref = _reference_forward(case, x, w, b)
-    dt = _DTYPE_NAME[case.dtype]
-    diffs = [compare("out", _as_numpy(got[0], dt), _as_numpy(ref[0], dt), dt,
-                     row_size=int(np.prod(case.normalized_shape)))]
-    stats = {}
-    for name, mine, theirs in zip(case.output_names[1:], got[1:], ref[1:]):
-        diffs.append(_stat_matches(name, mine, theirs, dt))
-        stats[name] = _as_numpy(mine, dt)
-    return _failing_rows(op, case, x, w, b, got[0], stats, diffs)
 
 
 def _grads(fn, op, case, dy, x, w, b):
@@ -215,7 +192,7 @@ def judge_backward_case(fn, op: str, case, device: str) -> CaseResult:
     ref = _reference_backward(case, dy, x, w, b)
     dt = _DTYPE_NAME[case.dtype]
     names = [n for n, has in zip(case.output_names, (True, w is not None, b is not None)) if has]
-    return CaseResult(case, [compare(n, _as_numpy(g, dt), _as_numpy(r, dt), dt)
+    return CaseResult(case, [compare(n, storage(g), storage(r), dt)
                              for n, g, r in zip(names, got, ref)])
 
 
