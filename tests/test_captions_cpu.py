@@ -54,11 +54,14 @@ GPU_TABLES = {
     "{% softmax_errors online_block %}": [gpu("results/siblings_errors.json") + ["`online_block`"]],
     "{% batchnorm_errors torch_level %}": [gpu("results/siblings_errors.json") + ["`torch_level`", "no unit"]],
     "{% batchnorm_errors kernel %}": [gpu("results/siblings_errors.json") + ["`kernel`"]],
-    "{% siblings_bandwidth softmax.fp32 %}": [gpu("results/siblings_bench.json") + ["GB/s", "softmax", "fp32",
-                                                                                   "L2 not flushed"]],
-    "{% siblings_bandwidth softmax.bf16 %}": [gpu("results/siblings_bench.json") + ["GB/s", "bf16"]],
-    "{% siblings_bandwidth batchnorm.fp32 %}": [gpu("results/siblings_bench.json") + ["GB/s", "batchnorm"]],
-    "{% siblings_bandwidth batchnorm.bf16 %}": [gpu("results/siblings_bench.json") + ["GB/s", "batchnorm"]],
+    "{% softmax_errors one_read %}": [gpu("results/siblings_errors.json") + ["`one_read`"]],
+    "{% batchnorm_errors split %}": [gpu("results/siblings_errors.json") + ["`split`"]],
+    "{% siblings_verdict softmax %}": [gpu("results/siblings_bench.json") + ["`one_read`", "% of the copy", "Method:"]],
+    "{% siblings_verdict cross_entropy %}": [gpu("results/siblings_bench.json") + ["`cross_entropy_fused`"]],
+    "{% siblings_verdict batchnorm %}": [gpu("results/siblings_bench.json") + ["`bn_split`"]],
+    "{% siblings_ncu softmax %}": [gpu("results/ncu_siblings.json") + ["Nsight Compute", "µs", "Method:"]],
+    "{% siblings_ncu cross_entropy %}": [gpu("results/ncu_siblings.json") + ["Nsight Compute", "cross_entropy"]],
+    "{% siblings_ncu batchnorm %}": [gpu("results/ncu_siblings.json") + ["Nsight Compute", "batchnorm"]],
     "{% releases %}": [gpu("results/torch_versions_gpu.json")
                        + ["`reference/torch_versions.json`", _json("reference/torch_versions.json")["date"]]],
     "{% releases_gpu %}": [gpu("results/torch_versions_gpu.json") + ["Method:", "counts"]],
@@ -104,9 +107,9 @@ def test_tables_that_are_no_measurement_need_no_caption():
 
 def test_captions_follow_the_stamp_not_typed_text(monkeypatch):
     """A caption changes with the stamp of the file it is drawn from."""
-    from reimpl.docsite import judge_tables, siblings_tables
+    from reimpl.docsite import judge_tables, siblings_bench_tables
     d = {**_json("results/siblings_bench.json"), "device": "Some GPU", "date": "2030-01-02"}
-    (caption,) = captions(siblings_tables.bandwidth(d, "softmax.fp32"))
+    (caption,) = captions(siblings_bench_tables.verdict_table(d, "softmax"))
     assert "Some GPU" in caption and "2030-01-02" in caption
     p = {**_json("results/judge_planted.json"), "device": "Other GPU", "date": "2031-02-03"}
     (caption,) = captions(judge_tables.planted(p))

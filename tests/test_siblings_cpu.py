@@ -4,6 +4,8 @@ any launch; the torch-level BatchNorm agrees with torch.nn.BatchNorm1d/2d on the
 stated bounds (train, eval, momentum None, no running statistics, no affine, torch's messages); the
 NumPy model of the (m, d) merge agrees with torch.softmax and follows its -inf / +inf / NaN rules;
 and every softmax kernel, dtype and length has a stated bound."""
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -23,21 +25,25 @@ def test_siblings_compile_for_sm90_without_warnings(module):
 def test_siblings_come_from_the_registry():
     """softmax's kernels, the bench table's order and the sibling entries' run lines are the
     registry's: each run line selects that kernel's GPU tests and nothing of another kernel's."""
-    from reimpl.docsite import siblings_tables
     from reimpl.ladder import registry
     from tests.test_ladder_cpu import _selected
-    assert list(softmax.KERNELS) == ["three_pass", "online_warp", "online_block"]
-    assert siblings_tables.ORDER == ("three_pass", "online_warp", "online_block", "bn_kernel", "torch_softmax",
-                                     "torch_batch_norm", "copy")
+    assert list(softmax.KERNELS) == ["three_pass", "online_warp", "online_block", "one_read"]
+    from reimpl.docsite import siblings_bench_tables as sbt
+    ours = [e.name for e in registry.of_group("softmax")]
+    assert [k for k in sbt.ORDER["softmax"] if k in ours] == ours
+    assert [k for k in sbt.ORDER["batchnorm"] if k.startswith("bn_")] == [e.name for e in registry.of_group("batchnorm")]
     for e in registry.of_group("softmax"):
         src = (softmax.SOURCE.directory / softmax.SOURCE.main).read_text()
-        assert f"__global__ void {e.cuda.template}(" in src and f"[start:{e.cuda.template}]" in src
+        assert re.search(rf"__global__ void\s+(__\w+__\([^)]*\)\s+)*{e.cuda.template}\(", src), e.name
+        assert f"[start:{e.cuda.template}]" in src
     selected = _selected("tests/gpu/test_siblings_gpu.py")
     assert set(selected) == {e.name for e in registry.ENTRIES if e.group != "ladder"}
     for name, ids in selected.items():
         assert ids, name
-        key = "kernel" if name == "bn_kernel" else name
+        key = {"bn_kernel": "kernel", "bn_split": "split"}.get(name, name)
         assert all(key in i and "torch_level" not in i for i in ids), (name, ids)
+    # the first BatchNorm kernel's line selects none of the split kernels' tests
+    assert not any("split" in i for i in selected["bn_kernel"]), selected["bn_kernel"]
     assert sum("test_softmax_within_its_stated_distance_to_torch" in i for i in selected["online_warp"]) == 12
 
 
@@ -166,7 +172,7 @@ def test_every_softmax_kernel_has_a_bound_for_every_length():
     for k in softmax.KERNELS.values():
         for dtype in accuracy.STORAGE_ULP:
             for N in se.SOFTMAX_NS:
-                limit, why = accuracy.softmax_bound(k.cuda.threads, dtype, N)
+                limit, why = accuracy.softmax_bound(softmax.row_threads(k.name, dtype, N), dtype, N)
                 assert limit >= 1 and why
 
 
@@ -243,9 +249,13 @@ def _fixture():
     bn = [{"impl": "kernel", "dtype": "bfloat16", "param_dtype": "float32", "family": "normal", "shape": [8, 3, 5],
            "mode": "train", "steps": 1, "momentum": 0.1, "y_rel": 1e-3, "running_mean_rel": 1e-7,
            "running_var_rel": 2e-7, "num_batches_tracked": [1, 1]}]
-    bench = [{"op": "softmax", "dtype": "fp32", "shape": [4, 8], "kernel": k, "ms": 0.01, "gbps": g,
-              "pct_copy": p} for k, g, p in (("copy", 100.0, 100.0), ("online_warp", 50.0, 50.0))]
-    return {**stamp, "softmax": sm, "batchnorm": bn}, {**stamp, "method": "m", "rows": bench}
+    # two cells: 4096 x 4096 fp32 (128 MB of traffic: a big cell) and 4 x 8 (a small one)
+    bench = [{"method": m, "op": "softmax", "dtype": "fp32", "shape": list(shape), "kernel": k, "ms": ms,
+              "gbps": 2 * 4 * shape[0] * shape[1] / ms / 1e6, "pct_copy": p}
+             for m in ("pipelined", "flushed") for shape, scale in (((4096, 4096), 1.0), ((4, 8), 1e-4))
+             for k, ms, p in (("copy", 0.05 * scale, 100.0), ("one_read", 0.0625 * scale, 80.0),
+                              ("torch_softmax", 0.1 * scale, 50.0))]
+    return {**stamp, "softmax": sm, "batchnorm": bn}, {**stamp, "methods": {}, "rows": bench}
 
 
 def test_sibling_renderers_on_a_fixture_and_without_results():
@@ -255,10 +265,16 @@ def test_sibling_renderers_on_a_fixture_and_without_results():
     assert f"| normal | float32 | 5 | 37x1000 | {limit} | yes | 50.0% |" in st.softmax_errors(errors, "online_warp")
     table = st.batchnorm_errors(errors, "kernel")
     assert "| bfloat16 | float32 | train | 0.001 | 8x3x5 normal |" in table and "Where the bounds" in table
-    assert "| `online_warp` | 50 (50%) |" in st.bandwidth(bench, "softmax.fp32")
+    from reimpl.docsite import siblings_bench_tables as sbt
+    verdict = sbt.verdict_table(bench, "softmax")  # the small cell is left out of the verdict
+    assert "| fp32 | pipelined | 1 | 80 – 80 | 1 of 1 (1.60x) |" in verdict, verdict
+    assert "- fp32, flushed: `one_read` at 80–80% of copy over 1 cells" in sbt.claim(bench, "softmax")
+    chart = sbt.bandwidth(bench, "softmax", "fp32")
+    assert "<svg" in chart and "| 4096 x 4096 | 128 | 80 / 80 | 50 / 50 |" not in chart  # the table is HTML
+    assert ">80 / 80</td>" in chart and ">128</td>" in chart
     assert "GPU-X" in st.stamp(errors, bench)
     for text in (st.softmax_errors(None, "three_pass"), st.batchnorm_errors(None, "kernel"),
-                 st.bandwidth(None, "softmax.fp32")):
+                 sbt.bandwidth(None, "softmax", "fp32"), sbt.verdict_table(None, "softmax")):
         assert text.startswith("*Not measured yet: run `python scripts/gpu/siblings_")
     assert st.stamp(None, None) == ""
     with pytest.raises(ValueError):

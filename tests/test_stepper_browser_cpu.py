@@ -5,6 +5,7 @@ emulator's bit for bit (recomputed here, not read from the page), the tree gains
 step, and no console error is logged and no request leaves the machine."""
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from urllib.parse import urlsplit
@@ -62,25 +63,34 @@ def browser():
             ctx.close()
 
 
-@pytest.fixture(params=["served", "file"])
-def stepping(request, browser):
-    """The stepping page, opened one way or the other; yields (page, errors, requests)."""
+@contextlib.contextmanager
+def opened(browser, how: str, rel: str):
+    """A built page, served from 127.0.0.1 or opened from file://; yields (page, errors, requests)."""
     site = built_site()
     errors, requests = [], []
     page = browser.new_page()
     # From file://, Material's search cannot load its index (search/search_index.js): the theme's, not ours
-    theirs = lambda m: request.param == "file" and "/search/" in (m.location or {}).get("url", "") + m.text  # noqa: E731
+    theirs = lambda m: how == "file" and "/search/" in (m.location or {}).get("url", "") + m.text  # noqa: E731
     page.on("console", lambda m: m.type == "error" and not theirs(m) and errors.append(m.text))
-    page.on("pageerror", lambda e: request.param == "file" and "/search/" in str(e) or errors.append(str(e)))
+    page.on("pageerror", lambda e: how == "file" and "/search/" in str(e) or errors.append(str(e)))
     page.on("request", lambda r: requests.append(r.url))
-    if request.param == "served":
-        with serve(site) as base:
-            page.goto(f"{base}/{PAGE}", wait_until="networkidle")
-            yield page, errors, [u for u in requests if urlsplit(u).netloc != urlsplit(base).netloc]
-    else:
-        page.goto((site / PAGE).as_uri(), wait_until="load")
-        yield page, errors, [u for u in requests if not u.startswith("file://") and not u.startswith("data:")]
-    page.close()
+    try:
+        if how == "served":
+            with serve(site) as base:
+                page.goto(f"{base}/{rel}", wait_until="networkidle")
+                yield page, errors, [u for u in requests if urlsplit(u).netloc != urlsplit(base).netloc]
+        else:
+            page.goto((site / rel).as_uri(), wait_until="load")
+            yield page, errors, [u for u in requests if not u.startswith("file://") and not u.startswith("data:")]
+    finally:
+        page.close()
+
+
+@pytest.fixture(params=["served", "file"])
+def stepping(request, browser):
+    """The stepping page, opened one way or the other; yields (page, errors, requests)."""
+    with opened(browser, request.param, PAGE) as got:
+        yield got
 
 
 def state(page) -> dict:
@@ -207,3 +217,23 @@ def test_values_read_as_the_trace_tables_print_them(stepping):
     bad = [(e, g, w) for e, g, w in zip(encs, got, want) if g != w]
     assert not bad, bad[:10]
     assert page.evaluate("window.ReimplStepper.show('-1', 'i64')") == "-1" and errors == []
+
+
+def test_on_the_kernels_upstream_page(browser):
+    """The player under compute_stats on upstream/layer_norm_kernel/ (one preset, no selector) steps the
+    same way; its "explained" link to cuWelfordCombine jumps within that page to the heading."""
+    with opened(browser, "served", "upstream/layer_norm_kernel/") as (page, errors, external):
+        name = "path_aligned"
+        steps = emulated(name)
+        box = page.locator(".stepper")
+        assert box.count() == 1 and box.locator(".stepper-preset").count() == 0
+        check_step(page, name, steps, 0)
+        for _ in range(4):
+            box.locator(".stepper-fwd").click()
+        check_step(page, name, steps, 4)                         # the first shuffle round
+        page.evaluate("window.notReloaded = true")
+        box.locator('.stepper-sec[data-section="cuWelfordCombine"] .stepper-sec-head span a').click()
+        page.wait_for_url("**/upstream/layer_norm_kernel/#cuWelfordCombine")
+        assert page.evaluate("window.notReloaded === true")       # a jump within the page
+        assert page.evaluate("document.getElementById('cuWelfordCombine').getBoundingClientRect().top") < 200
+        assert errors == [] and external == []

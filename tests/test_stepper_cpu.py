@@ -13,6 +13,8 @@ import pytest
 
 from reimpl import emulator
 from reimpl.docsite import stepper as S
+from reimpl.docsite import trace_tree_svg
+from reimpl.docsite.links import check_site
 from reimpl.docsite.trace_tables import bits_hex
 from reimpl.emulator import merge_order
 from reimpl.emulator import trace as T
@@ -164,13 +166,29 @@ def test_tree_fills_in_as_merges_happen():
     for name in S.PRESETS:
         svg = S.tree_svg(S.run(name))
         data = S.export(name)
-        nodes = [int(p) for p in re.findall(r"class='stt-node[^']*' data-pos='(-?\d+)'", svg)]
+        nodes = [int(p) for p in re.findall(r"class='stt-node' data-thread='\d+' data-kind='\w+' data-pos='(-?\d+)'",
+                                            svg)]
         assert nodes and min(nodes) >= 0
         merge = [i for i, s in enumerate(data["steps"]) if s["aux"] in ("partner", "slot") and "write" not in s["kind"]]
         filled = [sum(p <= k for p in nodes) for k in range(len(data["steps"]))]
         assert filled == sorted(filled) and filled[-1] == len(nodes)
         for k in merge:   # each merge step fills at least one node in (the root's chain goes through all)
             assert filled[k] > (filled[k - 1] if k else 0), (name, k)
+
+
+def test_tree_is_the_trace_pages_tree():
+    """The player draws its tree with trace_tree_svg.draw: the same nodes, values and edges as the trace
+    pages' drawing of the same steps (focus warp 0); only the leaves' data-pos differs, the step their
+    values come from rather than -1."""
+    node = re.compile(r"class='(?:stt|trt)-node' data-thread='(\d+)' data-kind='(\w+)' data-pos='-?\d+' "
+                      r"data-row='(\d+)' data-bits='([^']*)'")
+    edge = re.compile(r"class='(?:stt|trt)-edge' (data-kind=[^>]*)>")
+    for name in S.PRESETS:
+        r = S.run(name)
+        ours, theirs = S.tree_svg(r), trace_tree_svg.tree(r.steps, 0, focus=0)
+        assert node.findall(ours) == node.findall(theirs) and node.findall(ours)
+        assert edge.findall(ours) == edge.findall(theirs)
+        assert "class='stt-" in ours and "trt-" not in ours
 
 
 def test_the_built_pages_carry_the_players():
@@ -184,3 +202,18 @@ def test_the_built_pages_carry_the_players():
         assert d == json.loads(json.dumps(S.export(name)))
     assert (site / "assets/stepper.js").exists() and (site / "assets/stepper.css").exists()
     assert 'data-presets="path_aligned path_offset"' in (site / "guide/reductions/index.html").read_text()
+
+
+def test_the_upstream_page_carries_a_player_whose_links_resolve():
+    """On the page of the kernel it steps, under compute_stats, the player's links (source, "explained",
+    which point back into this page) resolve from that page's folder to a page and an id."""
+    site = built_site()
+    rel = "upstream/layer_norm_kernel/index.html"
+    page = (site / rel).read_text()
+    assert page.count('class="stepper"') == 1 and 'data-presets="path_aligned"' in page
+    at = page.index('class="stepper"')
+    assert re.findall(r'<h3 id="(\w+)"', page[:at])[-1] == "compute_stats"
+    hrefs = re.findall(r'href="([^"]+)"', page[at:page.index('class="stepper-data"', at)])
+    assert "../../upstream/layer_norm_kernel/#cuWelfordCombine" in hrefs and "id=\"cuWelfordCombine\"" in page
+    assert any(h.startswith("../../source/reimpl/mirror/cuda/layer_norm_kernel.cu/#") for h in hrefs)
+    assert [p for p in check_site(site) if p.startswith(rel + ":")] == []

@@ -7,7 +7,8 @@ merge-order demonstration).
     {% merge_order %}                    one row's (mean, variance) bits along four merge trees
     {% softmax_errors KERNEL %}          distance to torch.softmax per family and dtype, its bound
     {% batchnorm_errors IMPL %}          distance to torch.nn.BatchNorm per dtype and mode, its bound
-    {% siblings_bandwidth OP.DTYPE %}    GB/s and % of copy, ours beside torch and x.clone()
+    {% siblings_bandwidth OP DTYPE %}    % of copy per cell, ours beside torch, the peers and x.clone()
+    {% siblings_verdict OP %}            how ours stands over the big cells (siblings_bench_tables.py)
     {% siblings_stamp %}                 device, versions, date and method of the GPU runs
 
 Each renderer takes the loaded results as an argument (tests pass small fixtures); a missing file
@@ -21,12 +22,14 @@ from pathlib import Path
 import numpy as np
 
 from ..ladder import accuracy, registry
-from ..ladder.softmax import KERNELS as SOFTMAX_KERNELS
+from ..ladder.softmax import KERNELS as SOFTMAX_KERNELS, row_threads
+from . import siblings_bench_tables
 from .ladder_tables import caption
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 ERRORS = RESULTS / "siblings_errors.json"
 BENCH = RESULTS / "siblings_bench.json"
+NCU = RESULTS / "ncu_siblings.json"
 MISSING = "*Not measured yet: run `{cmd}` on a GPU and commit `results/{file}`.*\n"
 ERRORS_CMD = "python scripts/gpu/siblings_errors.py results/siblings_errors.json"
 BENCH_CMD = "python scripts/gpu/siblings_bench.py results/siblings_bench.json"
@@ -52,7 +55,7 @@ def softmax_errors(d: dict | None, kernel: str) -> str:
     for r in d["softmax"]:
         if r["kernel"] != kernel:
             continue
-        limit = accuracy.softmax_bound(SOFTMAX_KERNELS[kernel].cuda.threads, r["dtype"], r["N"])[0]
+        limit = accuracy.softmax_bound(row_threads(kernel, r["dtype"], r["N"]), r["dtype"], r["N"])[0]
         w = worst.setdefault((r["family"], r["dtype"]), {"ratio": -1.0, "nan": True, "same": 1.0, "rel": 0.0,
                                                          "trel": 0.0})
         if r["max_ulp_to_torch"] / limit > w["ratio"]:
@@ -74,7 +77,7 @@ def softmax_errors(d: dict | None, kernel: str) -> str:
     for (family, dtype), w in sorted(worst.items()):
         lines.append(f"| {family} | {dtype} | {w['ulp']:.3g} | {w['at']} | {w['limit']} | {'yes' if w['nan'] else '**no**'} "
                      f"| {100 * w['same']:.1f}% | {w['rel']:.3g} | {w['trel']:.3g} |")
-    why = {accuracy.softmax_bound(SOFTMAX_KERNELS[kernel].cuda.threads, dt, 1)[1] for dt in accuracy.STORAGE_ULP}
+    why = {accuracy.softmax_bound(row_threads(kernel, dt, 1), dt, 1)[1] for dt in accuracy.STORAGE_ULP}
     return "\n".join(lines) + "\n\nWhere the bounds come from:\n\n" + "\n".join(f"- {w}" for w in sorted(why)) + "\n"
 
 
@@ -87,7 +90,8 @@ def batchnorm_errors(d: dict | None, impl: str) -> str:
             continue
         w = worst.setdefault((r["dtype"], r["param_dtype"], r["mode"]), {"y": (0.0, ""), "rm": 0.0, "rv": 0.0})
         if r["y_rel"] >= w["y"][0]:
-            w["y"] = (r["y_rel"], "x".join(map(str, r["shape"])) + f" {r['family']}")
+            layout = " channels_last" if r.get("layout") == "channels_last" else ""
+            w["y"] = (r["y_rel"], "x".join(map(str, r["shape"])) + f" {r['family']}{layout}")
         if r["mode"] == "train":
             w["rm"], w["rv"] = max(w["rm"], r["running_mean_rel"]), max(w["rv"], r["running_var_rel"])
     if not worst:
@@ -107,30 +111,6 @@ def batchnorm_errors(d: dict | None, impl: str) -> str:
         lines.append(f"| {dtype} | {pdt} | {mode} | {w['y'][0]:.3g} | {w['y'][1]} | {yb:.3g} | {run} |")
     return ("\n".join(lines) + "\n\nWhere the bounds come from (relative to max(|torch's value|, 1)):\n\n"
             + "\n".join(f"- {r}" for r in sorted(reasons)) + "\n")
-
-
-# ours in the registry's order (reimpl/ladder/registry.py), then torch's and the copy
-ORDER = (tuple(e.name for e in registry.of_group("softmax") + registry.of_group("batchnorm"))
-         + ("torch_softmax", "torch_batch_norm", "copy"))
-
-
-def bandwidth(d: dict | None, which: str) -> str:
-    if d is None:
-        return MISSING.format(cmd=BENCH_CMD, file=BENCH.name)
-    op, dtype = which.split(".")
-    rows = [r for r in d["rows"] if r["op"] == op and r["dtype"] == dtype]
-    shapes = sorted({tuple(r["shape"]) for r in rows}, key=lambda s: (int(np.prod(s)), s))
-    kernels = [k for k in ORDER if any(r["kernel"] == k for r in rows)]
-    cell = {(r["kernel"], tuple(r["shape"])): r for r in rows}
-    lines = [caption(f"GB/s (% of `x.clone()`'s) per kernel and shape, {op} forward, {dtype}: ours, torch's and the "
-                     "copy; GB/s counts one read of x and one write of y", d, d["method"]),
-             "| kernel | " + " | ".join(" x ".join(map(str, s)) for s in shapes) + " |",
-             "|---|" + "---:|" * len(shapes)]
-    for k in kernels:
-        vals = [f"{cell[k, s]['gbps']:.0f} ({cell[k, s]['pct_copy']:.0f}%)" if (k, s) in cell else "not timed"
-                for s in shapes]
-        lines.append(f"| `{k}` | " + " | ".join(vals) + " |")
-    return "\n".join(lines) + "\n"
 
 
 def axes() -> str:
@@ -177,8 +157,9 @@ def expand(kind: str, arg: str | None) -> str | None:
         return softmax_errors(load(ERRORS), arg)
     if kind == "batchnorm_errors" and arg:
         return batchnorm_errors(load(ERRORS), arg)
-    if kind == "siblings_bandwidth" and arg:
-        return bandwidth(load(BENCH), arg)
+    bench = siblings_bench_tables.expand(kind, arg, lambda: load(BENCH), lambda: load(NCU))
+    if bench is not None:
+        return bench
     if kind == "siblings_stamp" and not arg:
         return stamp(load(ERRORS), load(BENCH))
     return None

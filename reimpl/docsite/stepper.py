@@ -32,6 +32,8 @@ from html import escape
 import numpy as np
 
 from ..upstream import manifest as manifest_mod
+from .trace_tree_svg import Look, _layout, draw
+from .trace_trees import build_tree
 
 ROOT = manifest_mod.ROOT
 CUDA = "reimpl/mirror/cuda/"
@@ -407,111 +409,26 @@ def export(name: str) -> dict:
 # The reduction tree, drawn at build time, revealed step by step
 
 
+# The player's look: columns packed tighter than on the trace pages, so more merge steps show without
+# scrolling, hence shorter labels with more room between them; larger nodes, which it highlights as the
+# steps run (docs/assets/stepper.css, .stt-*).
+TREE_LOOK = Look(prefix="stt", lw=96, cw=64, rh=18, top=40, r=4.5, reach=20, gap=12, min_width=0, root_digits=6)
+
+
 def tree_svg(r: Run) -> str:
     """The reduction tree of the preset's one reduction call (trace_trees.build_tree: from the trace's own
-    partner and slot fields), laid out as on the trace pages (trace_tree_svg: leaves on the left, one
+    partner and slot fields), drawn as on the trace pages (trace_tree_svg.draw: leaves on the left, one
     column per merge step, warps other than warp 0 folded, empty states as grey dots). Every node, edge,
-    label and column carries data-pos, the position of the step that made it, so stepper.js fills the
-    tree in as the steps run."""
-    from .trace_collect import WARP
-    from .trace_tables import bits_hex, show
-    from .trace_tree_svg import _column_header, _label_fields, _layout, _summary, _walk
-    from .trace_trees import build_tree, same_bits
-    from ..emulator.trace import KINDS
-    steps = r.steps
-    top = build_tree(steps, 0)
+    label and column carries data-pos, the position of the step that made it (a leaf's: the step its values
+    come from), so stepper.js fills the tree in as the steps run."""
+    top = build_tree(r.steps, 0)
     nodes = _layout(top, 0)
-    pos_of = {id(s): i for i, s in enumerate(steps)}
-
-    def P(nd) -> int:   # the step that made a node; a leaf's: the step its values come from
-        return nd.pos if nd.pos >= 0 else pos_of.get(id(nd.step), -1)
-
-    cols = sorted({nd.pos for nd in nodes if nd.pos >= 0})
-    col_of = {p: k for k, p in enumerate(cols)}
-    keys = _label_fields(nodes)
-    n_rows = 1 + max(nd.row for nd in nodes)
-    leaf_text = {id(nd): f"t{nd.thread}  {_summary(nd, keys)}" for nd in nodes if nd.cls == "leaf"}
-    CW, RH, TOP = 64, 18, 40
-    LW = max([96] + [int(len(t) * 6.2) + 12 for t in leaf_text.values()])
-    xl = LW + 10
-    X = lambda nd: xl if nd.pos < 0 else xl + (col_of[nd.pos] + 1) * CW  # noqa: E731
-    Y = lambda nd: TOP + nd.row * RH + 8  # noqa: E731
-    width = xl + len(cols) * CW + 30
-    height = TOP + n_rows * RH + 30
-    b = []
-    groups: list[list[int]] = []   # runs of columns of one kind share a header
-    for p in cols:
-        if groups and steps[groups[-1][-1]].kind == steps[p].kind:
-            groups[-1].append(p)
-        else:
-            groups.append([p])
-    for g in groups:
-        s = steps[g[0]]
-        x0, x1 = xl + (col_of[g[0]] + 1) * CW, xl + (col_of[g[-1]] + 1) * CW
-        slot = KINDS[s.kind][2] == "slot"
-        b.append(f"<text class='stt-h{' stt-hs' if slot else ''}' x='{(x0 + x1) / 2}' y='11' "
-                 f"text-anchor='middle'>{escape(s.kind)}</text>")
-        if len(g) > 1:
-            b.append(f"<polyline class='stt-bracket' points='{x0 - 20},19 {x0 - 20},16 {x1 + 20},16 {x1 + 20},19'/>")
-        for p in g:
-            st, x = steps[p], xl + (col_of[p] + 1) * CW
-            b.append(f"<g class='stt-col' data-pos='{p}'><title>{escape(st.func)}: {escape(st.kind)} #{st.index}, "
-                     f"{escape(st.detail)}</title><text class='stt-s' x='{x}' y='29' text-anchor='middle'>"
-                     f"{escape(_column_header(st)[1])}</text><line class='stt-grid' x1='{x}' y1='33' x2='{x}' "
-                     f"y2='{TOP + n_rows * RH}'/></g>")
-    b.append(f"<text class='stt-h' x='{xl}' y='12' text-anchor='middle'>leaves</text>"
-             f"<text class='stt-s' x='{xl}' y='29' text-anchor='middle'>own elements</text>")
-    drawn = {id(nd) for nd in nodes}
-    edges, marks, labels = [], [], []
-    for nd in nodes:
-        x, y, p = X(nd), Y(nd), P(nd)
-        for c, e in nd.children:
-            if id(c) not in drawn:   # an empty state merged in
-                edges.append(f"<g class='stt-edge stt-stub' data-pos='{p}'><title>thread {c.thread} held an empty "
-                             f"state</title><line x1='{x - 12}' y1='{y + 8}' x2='{x - 3}' y2='{y + 2}'/>"
-                             f"<circle cx='{x - 13}' cy='{y + 8.5}' r='2.3'/></g>")
-                continue
-            cls = {"own": "stt-own", "partner": "stt-shfl", "slot": "stt-smem", "hop": "stt-smem"}[e]
-            cx, cy = X(c), Y(c)
-            pts = f"{cx},{cy} {x},{y}" if cy == y else f"{cx},{cy} {x - 14},{cy} {x},{y}"
-            edges.append(f"<g class='stt-edge {cls}' data-pos='{p}' data-from='{c.thread}' data-to='{nd.thread}'>"
-                         f"<polyline points='{pts}'/></g>")
-        vals = ", ".join(f"{k} = {show(v)} [{bits_hex(v)}]" for k, v in nd.values.items())
-        what = (f"{nd.step.kind} #{nd.step.index} ({nd.step.detail})" if nd.pos >= 0 else "its own elements")
-        tip = escape(f"thread {nd.thread} (warp {nd.thread // WARP}, lane {nd.thread % WARP}) after {what}: {vals}")
-        bits = ";".join(f"{k}:{bits_hex(v)}" for k, v in nd.values.items())
-        data = f"data-pos='{p}' data-thread='{nd.thread}' data-row='{nd.row}' data-bits='{bits}'"
-        if nd.cls == "collapsed":
-            sub = list(_walk(nd))
-            lo, hi = min(m.thread for m in sub), max(m.thread for m in sub)
-            marks.append(f"<g class='stt-node stt-fold' {data}><title>{tip}; folded: warp {nd.thread // WARP}'s own "
-                         f"shuffle tree over threads {lo}–{hi}</title><rect x='8' y='{y - 7}' width='{x - 16}' "
-                         f"height='14' rx='3'/><text class='stt-l' x='13' y='{y + 3.5}'>warp {nd.thread // WARP} "
-                         f"(t{lo}–{hi}), folded</text><circle cx='{x}' cy='{y}' r='4.5'/></g>")
-        else:
-            marks.append(f"<g class='stt-node{' stt-root' if nd is top else ''}' {data}><title>{tip}</title>"
-                         f"<circle cx='{x}' cy='{y}' r='{6 if nd is top else 4.5}'/></g>")
-        kids = [c for c, _ in nd.children if id(c) in drawn]
-        same = len(kids) == 1 and same_bits(kids[0].values, nd.values)
-        if nd.cls == "leaf":
-            labels.append(f"<text class='stt-l stt-lab' data-pos='{p}' x='{x - 9}' y='{y + 3.5}' "
-                          f"text-anchor='end'>{escape(leaf_text[id(nd)])}</text>")
-        elif nd is not top and not same:
-            room = min([X(m) - x for m in nodes if m.row == nd.row and X(m) > x], default=10 ** 6) + 2
-            text = ""
-            for form in (_summary(nd, keys, 3), _summary(nd, keys, 2), _summary(nd, keys[:1], 3)):
-                text = form
-                if len(text) * 5.4 + 12 <= room:
-                    break
-            labels.append(f"<text class='stt-s stt-lab' data-pos='{p}' x='{x + 5}' y='{y - 6}'>{escape(text)}</text>")
-    ly = TOP + n_rows * RH + 18
-    root_text = f"thread 0 ends with {_summary(top, _label_fields(nodes, 3), 6)}"
-    labels.append(f"<text class='stt-r stt-lab' data-pos='{top.pos}' x='10' y='{ly}'>● {escape(root_text)}</text>")
+    pos_of = {id(s): i for i, s in enumerate(r.steps)}
+    parts, width, y = draw(top, nodes, TREE_LOOK, lambda nd: nd.pos if nd.pos >= 0 else pos_of.get(id(nd.step), -1))
     return (f"<svg xmlns='http://www.w3.org/2000/svg' class='stepper-tree-svg' role='img' "
-            f"viewBox='0 0 {width} {height}' width='{width}' height='{height}' data-root='{top.thread}' "
+            f"viewBox='0 0 {width} {y + 14}' width='{width}' height='{y + 14}' data-root='{top.thread}' "
             f"data-nodes='{len(nodes)}'><title>Reduction tree of {escape(r.kernel)}, block 0, drawn from the trace "
-            f"of preset {escape(r.name)}</title>"
-            + "".join(b + edges + marks + labels) + "</svg>")
+            f"of preset {escape(r.name)}</title>" + "".join(parts) + "</svg>")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -593,7 +510,8 @@ def player(names: list[str], root: str) -> str:
             '<thead></thead><tbody></tbody></table></div>'
             '<div class="stepper-tree-head">The reduction tree, filled in as the merges run: leaves are the threads\' '
             'own states, each column one merge step; solid lines are shuffles, dashed ones go through shared memory, '
-            'grey dots are empty states merged in. Hover a node for its exact values and bits.</div>'
+            'grey dots are empty states merged in, and a grey box is a whole warp\'s own shuffle tree, folded. '
+            'Hover a node for its exact values and bits.</div>'
             f"{trees}"
             f'<script type="application/json" class="stepper-data">{payload}</script></div>')
 

@@ -57,29 +57,85 @@ def family_bound(rule: str, dtype: str, family: str) -> tuple[float, str]:
 # float32 values can differ by
 STORAGE_ULP = {"float32": 2.0 ** -23, "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
 BN_FAMILIES = ("normal", "offset_10")  # offset_10: x + 10, so |mean| / std is about 10
-# our kernel's threads fold at most this many values each in the checked shapes (count / 512)
+BN_MEAN_OVER_STD = 10  # the largest |mean| / std of the checked inputs (offset_10)
+# bn_kernel's threads fold at most this many values each in the checked shapes (count / 512)
 BN_VALUES_PER_THREAD = 256
+# Rounding levels on one side's statistics. bn_kernel: k values per thread, then log2(512) tree
+# levels. bn_split: fewer values per thread (k / U chunk merges plus the U additions inside a
+# chunk), log2 of its block's (or tile's row-) threads, then the S slice states, merged S / 32 in a
+# row by each lane of the finalize's warp and then over its 5 butterfly levels. Its plan
+# (batchnorm_split.py) keeps that sum within the same number on every checked shape
+# (tests/test_batchnorm_split_cpu.py asserts it), so one formula covers both kernels; torch's side
+# is taken to need no more.
+BN_LEVELS = BN_VALUES_PER_THREAD + 9
+BN_WHAT = ("y", "running", "stats", "dx", "dweight", "dbias")
 
 
 def batchnorm_bound(dtype: str, what: str) -> tuple[float, str]:
-    """Bound on |ours - torch| / max(|torch|, 1) for BatchNorm's output (`what` = "y") or its
-    updated running statistics ("running"), `dtype` being the compared tensor's storage type."""
+    """Bound on BatchNorm's distance to torch, `dtype` being the compared tensor's storage type.
+    Forward, on |ours - torch| / max(|torch|, 1): the output ("y"), the updated running statistics
+    ("running"), save_mean and save_invstd ("stats", float32). Backward, on |ours - torch| / scale:
+    a sum's error is bounded by its terms' magnitudes, not by its value, which cancellation can make
+    as small as it likes, so each gradient is measured against the magnitudes it is made of (x̂ =
+    (x - mean) * invstd, E a mean over the channel; reimpl/checks/siblings_errors.py computes them):
+    "dbias" against Σ|dy|, "dweight" against Σ|dy| (1 + |x̂|), "dx" against
+    invstd |w| (|dy| + E|dy| + E|dy x̂|) (1 + |x̂|)."""
+    if what not in BN_WHAT:
+        raise ValueError(f"batchnorm_bound: what must be one of {BN_WHAT}, not {what!r}")
     # the statistics come from another reduction order: each side's mean is off by about
-    # |mean| k u and its variance by var k u, with k = 256 values per thread plus log2(512) tree
-    # levels; y = (x - mean) / std moves by (1 + |mean|/std) k u, twice (ours and torch's)
-    base = 2 * (1 + 10) * (BN_VALUES_PER_THREAD + 9) * 2.0 ** -24
-    why = "statistics in another order: 2 · (1 + |mean|/std) · (k + log2 t) · u, |mean|/std ≤ 10, k ≤ 256, t = 512"
-    if dtype == "float32":
+    # |mean| L u and its variance by var L u, L = BN_LEVELS; y = (x - mean) / std moves by
+    # (1 + |mean|/std) L u, twice (ours and torch's)
+    m, L, u = BN_MEAN_OVER_STD, BN_LEVELS, 2.0 ** -24
+    base = 2 * (1 + m) * L * u
+    why = ("statistics in another order: 2 · (1 + |mean|/std) · L · u, |mean|/std ≤ 10, L = k + log2 t "
+           "(+ S/32 + 5 for bn_split's S slices) ≤ 265 (bn_kernel: k ≤ 256, t = 512)")
+    store = 0.0 if dtype == "float32" else STORAGE_ULP[dtype]
+    # a 16-bit store rounds each side's float32 result: adjacent values, one ulp of the value, which
+    # the backward's scales bound from above
+    stored = "; then the stores may round to adjacent values: one ulp"
+    if what == "stats":
         return base, why
     if what == "y":
-        return base + STORAGE_ULP[dtype], why + "; then the stores may round to adjacent values: one ulp"
-    # a running statistic is rounded to storage at every update on both sides; an earlier difference
-    # shrinks by (1 - momentum) per update, so a few updates can leave two ulps
-    return base + 2 * STORAGE_ULP[dtype], why + "; rounded to storage at every update: two ulps after a few updates"
+        return base + store, why + (stored if store else "")
+    if what == "running":
+        if not store:
+            return base, why
+        # a running statistic is rounded to storage at every update on both sides; an earlier
+        # difference shrinks by (1 - momentum) per update, so a few updates can leave two ulps
+        return base + 2 * store, why + "; rounded to storage at every update: two ulps after a few updates"
+    levels = "L ≤ 265 as for y, |mean|/std ≤ 10"
+    if what == "dbias":
+        # sum(dy) in another order on each side: L u of the sum of magnitudes, twice
+        return (2 * L * u + store,
+                f"sum(dy) in another order: 2 · L · u of Σ|dy|, {levels}" + (stored if store else ""))
+    if what == "dweight":
+        # sum(dy * (x - mean)) * invstd on each side: the sum's order (L u Σ|dy x̂|), the mean's
+        # error times Σ|dy| ((|mean|/std) L u), invstd's relative error ((1 + |mean|/std) L u)
+        return (4 * (1 + m) * L * u + store,
+                f"Σ dy (x − mean) · invstd: its order, the mean's error times Σ|dy|, invstd's error: "
+                f"4 · (1 + |mean|/std) · L · u of Σ|dy| (1 + |x̂|), {levels}" + (stored if store else ""))
+    # dx = (dy - mean_dy - x̂ · invstd · mean_dy_xmu) · invstd · w, each side: mean_dy is off by
+    # L u E|dy|; mean_dy_xmu by L u (E|dy x̂| + |mean|/std E|dy|) / invstd, however much of it
+    # cancellation leaves, and that error is multiplied by |x̂| invstd; the mean's error shifts x̂ by
+    # (|mean|/std) L u; invstd's relative error (1 + |mean|/std) L u enters once outside and twice in
+    # the projection. Summed: (1 + |mean|/std) L u (|dy| + 2 E|dy| + E|dy x̂| + |x̂| (E|dy| + 4 E|dy x̂|))
+    # times invstd |w|, within 4 (1 + |mean|/std) L u of the scale; twice for both sides.
+    return (8 * (1 + m) * L * u + store,
+            f"mean_dy and the projection's mean_dy_xmu are sums, cancelling as they may; with invstd's error: "
+            f"8 · (1 + |mean|/std) · L · u of invstd |w| (|dy| + E|dy| + E|dy x̂|) (1 + |x̂|), {levels}"
+            + (stored if store else ""))
 
 
 SOFTMAX_FAMILIES = ("normal", "large", "neg_inf", "pos_inf")
 MANTISSA = {"float32": 23, "float16": 10, "bfloat16": 7}
+MIN_EXP = {"float32": -126, "float16": -14, "bfloat16": -126}  # the smallest normal's exponent
+
+
+def fast_exp_u(dtype: str) -> int:
+    """What ex2.approx of (x - m) * log2(e) adds, in u = 2^-24, where the one-read kernels take it
+    (16-bit storage): 2^-22 of its own, and the rounding of the argument, |x - m| log2(e) u, times
+    ln 2 on the result; an exp that does not underflow to 0 has |x - m| < 104: 72 u + 4 u."""
+    return 0 if dtype == "float32" else 76
 
 
 def softmax_bound(threads: int, dtype: str, N: int) -> tuple[int, str]:
@@ -89,12 +145,31 @@ def softmax_bound(threads: int, dtype: str, N: int) -> tuple[int, str]:
     # relative error of one side, in u: <= 6 u per element a thread folds (the add, the term's exp
     # and x - m, the online rescale), 4 u per tree level, 3 u for the last exp and the division.
     # torch's threads fold at most ceil(N / 32) elements each (a row has at least one warp).
-    ours = 6 * -(-N // threads) + 4 * int(math.log2(threads)) + 3
+    ours = 6 * -(-N // threads) + 4 * int(math.log2(threads)) + 3 + fast_exp_u(dtype)
     theirs = 6 * -(-N // 32) + 4 * 5 + 3
     fp32 = ours + theirs  # a relative error of c u is less than c ulps
-    why = "float32: (6 · ceil(N/t) + 4 · log2 t + 3) u ours plus (6 · ceil(N/32) + 23) u torch's"
+    why = ("float32: (6 · ceil(N/t) + 4 · log2 t + 3) u ours plus (6 · ceil(N/32) + 23) u torch's; with 16-bit "
+           f"storage, {fast_exp_u('bfloat16')} u more for ex2.approx")
     if dtype == "float32":
         return fp32, why
     # the two float32 results differ by fp32 float32-ulps, a 2^(23 - m)-th of that in storage ulps,
     # and their roundings by at most one more
     return 1 + (fp32 >> (23 - MANTISSA[dtype])), why + "; scaled to the storage type's ulp, plus one for the rounding"
+
+
+def cross_entropy_bound(threads: int, N: int, M: int, dtype: str) -> tuple[dict, str]:
+    """Bounds on the fused cross-entropy (reimpl/ladder/cross_entropy.py) against a float64
+    reference on the same stored logits: K, the relative error of d in u = 2^-24, as softmax_bound
+    counts ours, plus the log and the two subtractions; then
+      loss: |ours - ref| <= K u (1 + max |x|) + (log2 M + 2) u |ref|   (the rows' sum and the scale)
+      grad: |ours - ref| / scale <= K u p + u + (2^-m |ref| + 2^(e_min - m)) / scale
+    p the float64 probability, m the storage type's mantissa bits, e_min its smallest normal's
+    exponent (the subnormal spacing, where a tiny probability lands)."""
+    import math
+    K = 6 * -(-N // threads) + 4 * int(math.log2(threads)) + 8 + fast_exp_u(dtype)
+    terms = {"K": K, "u": 2.0 ** -24, "rows": math.log2(max(M, 1)) + 2, "store": 2.0 ** -MANTISSA[dtype],
+             "tiny": 2.0 ** (MIN_EXP[dtype] - MANTISSA[dtype])}
+    why = ("K = 6 · ceil(N/t) + 4 · log2 t + 8 (+ 76 with 16-bit storage: ex2.approx); loss within K u (1 + max|x|) + (log2 M + 2) u |loss|: log(d) + m - "
+           "x[target] cancels down to the size of the logits; gradient within K u p + u + one storage ulp + the "
+           "subnormal spacing, in units of the scale")
+    return terms, why

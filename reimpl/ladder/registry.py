@@ -12,8 +12,8 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
-from .launch import (Cuda, apex_grid, per_block, per_block_cached, per_thread, per_warp, row_fits,
-                     row_fits_vectors, BLOCK)
+from .launch import (Cuda, apex_grid, per_block, per_block_cached, per_thread, per_warp, regs_config,
+                     regs_threads, row_fits, row_fits_vectors, BLOCK)
 
 # the error-bound families reimpl/ladder/accuracy.py states a bound for
 BOUND_FAMILIES = ("two_pass", "one_pass", "welford", "sum_of_squares", "softmax", "batchnorm")
@@ -118,11 +118,26 @@ ENTRIES = (
           "Milakov and Gimelshein (2018), with the block reduction of the ladder's rungs",
           "reimpl/ladder/cuda/softmax.cu", "reimpl.ladder.softmax:run", "softmax", _SIBLINGS_TEST + "online_block",
           cuda=Cuda("softmax_online_block", per_block, BLOCK)),
+    Entry("one_read", "softmax",
+          "the row read once, into registers with 16-byte loads or into shared memory with cp.async, and "
+          "written from there; (m, d) per thread, rescaled once per thread; the longest rows split over a "
+          "thread-block cluster",
+          "Milakov and Gimelshein (2018); the row held on chip and split over a cluster after quack "
+          "(Dao-AILab, CuTe DSL) and OneFlow's softmax",
+          "reimpl/ladder/cuda/softmax.cu", "reimpl.ladder.softmax:run", "softmax", _SIBLINGS_TEST + "one_read",
+          cuda=Cuda("softmax_online_regs", regs_config, regs_threads)),
     Entry("bn_kernel", "batchnorm",
           "LayerNorm's Welford reduction turned to the batch: one block per channel, then the broadcast",
           "Ioffe and Szegedy (2015) for BatchNorm; " + _WELFORD_CHAN,
           "reimpl/ladder/cuda/batchnorm.cu", "reimpl.ladder.batchnorm:batch_norm_train_forward", "batchnorm",
           _SIBLINGS_TEST + '"batchnorm and kernel"'),
+    Entry("bn_split", "batchnorm",
+          "split each channel's reduction over many blocks, merge their Welford states with Chan's formula; "
+          "channels_last read as columns; the backward split the same way",
+          "Chan, Golub and LeVeque (1979) for the merge; the split reduction after apex's SyncBatchNorm and "
+          "torch's batch_norm_collect_statistics_channels_last_kernel",
+          "reimpl/ladder/cuda/batchnorm_split.cu", "reimpl.ladder.batchnorm_split:batch_norm_train_forward_split",
+          "batchnorm", _SIBLINGS_TEST + '"batchnorm and split"'),
 )
 
 BY_NAME = {e.name: e for e in ENTRIES}

@@ -6,8 +6,11 @@
 
 The kernels: `three_pass` (the safe softmax: max, sum of exp(x - max), write), `online_warp`
 (one pass of Milakov and Gimelshein's online normaliser per lane of a warp, lanes merged, then the
-write) and `online_block` (the same with a block per row: warps merge by shuffles, then through
-shared memory). They are checked against torch.softmax on the GPU (tests/gpu/test_siblings_gpu.py).
+write), `online_block` (the same with a block per row: warps merge by shuffles, then through
+shared memory) and `one_read` (the row read once, into the registers of 8 to 4096 threads or the
+shared memory of up to 8 blocks of a cluster, and written from there; launch.regs_plan picks the
+shape from N). They are checked
+against torch.softmax on the GPU (tests/gpu/test_siblings_gpu.py).
 
 The NumPy model (`md_push`, `md_merge`, `online_softmax`) is the kernels' merge in float32 on the
 CPU, with the same guards, so the -inf / +inf / NaN rules can be read and tested without a GPU.
@@ -18,23 +21,63 @@ import numpy as np
 
 from ..device.kernel_types import KernelTemplate, float_
 from . import registry
-from .launch import STORAGE, cuda_source, launch, storage_type
+from .launch import REGS_CLUSTERS, STORAGE, cuda_source, launch, regs_plan, regs_table, storage_type
 
 _PARAMS = ("ptr", "ptr", "int64", "int64")
 KERNELS = {e.name: e for e in registry.SOFTMAX}  # their template, launch shape and threads per row
+REGS = "softmax_online_regs"  # the template whose instantiation depends on N (launch.regs_plan)
+SMEM = "softmax_online_smem"  # its twin that stages the row in shared memory (plans with .smem)
+# the cross-entropy kernels (reimpl/ladder/cross_entropy.py) live in the same file: X, target, dX,
+# loss, grad_scale, M, N, ignore_index (and the staged share)
+CE, CE_SMEM = "cross_entropy_regs", "cross_entropy_smem"
+_CE_PARAMS = ("ptr",) * 5 + ("int64",) * 3
 
 
 def _instantiations() -> list:
-    return [TEMPLATES[k.cuda.template][T, float_] for T in STORAGE.values() for k in KERNELS.values()]
+    out = []
+    for T in STORAGE.values():
+        for k in KERNELS.values():
+            if k.cuda.template != REGS:
+                out.append(TEMPLATES[k.cuda.template][T, float_])
+        for targs in regs_table(T.itemsize):
+            out += [TEMPLATES[REGS][(T, float_, *targs)], TEMPLATES[CE][(T, float_, *targs)]]
+        for cluster in REGS_CLUSTERS:
+            targs = (T, float_, 16 // T.itemsize, cluster)
+            out += [TEMPLATES[SMEM][targs], TEMPLATES[CE_SMEM][targs]]
+    return out
+
+
+def row_kernel(plan, T, softmax_or_ce: str):
+    """The instantiation a plan launches: (kernel, extra trailing arguments)."""
+    if plan.smem:
+        name = SMEM if softmax_or_ce == "softmax" else CE_SMEM
+        return TEMPLATES[name][(T, float_, *plan.targs)], (plan.share,)
+    name = REGS if softmax_or_ce == "softmax" else CE
+    return TEMPLATES[name][(T, float_, *plan.targs)], ()
 
 
 (_FILE,) = {k.source for k in KERNELS.values()}
 SOURCE = cuda_source(_FILE, lambda: _instantiations())
 TEMPLATES = {k.cuda.template: KernelTemplate(k.cuda.template, _PARAMS, SOURCE, "ladder") for k in KERNELS.values()}
+TEMPLATES[CE] = KernelTemplate(CE, _CE_PARAMS, SOURCE, "ladder")
+TEMPLATES[SMEM] = KernelTemplate(SMEM, _PARAMS + ("int64",), SOURCE, "ladder")
+TEMPLATES[CE_SMEM] = KernelTemplate(CE_SMEM, _CE_PARAMS + ("int64",), SOURCE, "ladder")
 
 
-def run(name: str, x):
-    """Softmax of torch CUDA tensor `x` over its last dim with kernel `name`; y has x's shape and dtype."""
+def aligned(t) -> bool:
+    """Rows of `t` start on 16-byte boundaries: the base does and a row is a whole number of 16 bytes."""
+    return t.data_ptr() % 16 == 0 and (t.shape[-1] * t.element_size()) % 16 == 0
+
+
+def row_threads(name: str, dtype: str, N: int) -> int:
+    """The threads that reduce one row of N `dtype` elements with kernel `name` (16-byte aligned
+    rows, as a fresh tensor's): what its error bound counts."""
+    return KERNELS[name].cuda.threads_for(N, STORAGE[dtype].itemsize)
+
+
+def run(name: str, x, plan=None):
+    """Softmax of torch CUDA tensor `x` over its last dim with kernel `name`; y has x's shape and dtype.
+    `plan` (a launch.RegsPlan) overrides regs_plan's choice for one_read, for the benchmark."""
     import torch
     if name not in KERNELS:
         raise ValueError(f"softmax: name must be one of {', '.join(KERNELS)}, not {name!r}")
@@ -46,9 +89,19 @@ def run(name: str, x):
     X = x.contiguous()
     M = X.numel() // N if N else 0
     Y = torch.empty_like(X)
+    if k.template == REGS:
+        plan = plan or regs_plan(N, T.itemsize, aligned(X))
+        if plan is None:  # longer than the largest cluster holds: the streaming kernel
+            return run("online_block", x)
     if M and N:
-        grid, block, smem = k.config(M, N, T.itemsize)
-        launch(TEMPLATES[k.template][T, float_], grid, block, smem, X.data_ptr(), Y.data_ptr(), M, N)
+        extra = ()
+        if k.template == REGS:
+            grid, block, smem = plan.launch(M)
+            kernel, extra = row_kernel(plan, T, "softmax")
+        else:
+            grid, block, smem = k.config(M, N, T.itemsize)
+            kernel = TEMPLATES[k.template][T, float_]
+        launch(kernel, grid, block, smem, X.data_ptr(), Y.data_ptr(), M, N, *extra)
     return Y.view(x.shape)
 
 

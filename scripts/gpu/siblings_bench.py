@@ -1,9 +1,22 @@
-"""Time LayerNorm's siblings beside torch and a copy, with the ladder's method
-(reimpl.checks.bench.gpu_time: median CUDA-event time per call, launches pipelined back to back
-behind a spin kernel, ours, torch's and x.clone() interleaved by round; the L2 is not flushed).
-Softmax: our three kernels beside torch.softmax. BatchNorm: our training-forward kernel beside
-F.batch_norm(training=True) (running statistics updated by both). GB/s counts one read of x and one
-write of y. Usage (a CUDA machine): python scripts/gpu/siblings_bench.py results/siblings_bench.json"""
+"""Time LayerNorm's siblings beside torch, a copy and the public peers, every kernel of a cell in the
+same run (reimpl.checks.bench.gpu_time: median CUDA-event time per call, kernels interleaved by
+round), by both of the repository's methods (bench.METHODS: pipelined; L2 flushed before each call).
+
+  softmax        rows of N from 128 to 262144, the vocabularies, about 256 MB of traffic each, and
+                 a few few-row long shapes: our four kernels, torch.softmax, Liger's and quack's
+  cross_entropy  the loss and its gradient over vocabulary-sized rows: ours (one fused kernel),
+                 F.cross_entropy forward and backward, Liger's (its forward computes the gradient),
+                 quack's forward and backward
+  batchnorm      ResNet-50's layers at batch 32 and a ViT's (N*L, C), NCHW and channels_last:
+                 training forward (ours: bn_kernel, bn_split; torch's F.batch_norm) and forward plus
+                 backward (bn_split's two passes; torch through autograd)
+
+GB/s counts the bytes a copy-equivalent moves: x read and y written (softmax, forward); logits read
+and gradient written (cross-entropy); x, y, dy and dx (forward plus backward, against two copies).
+Usage (a CUDA machine, peers optional: scripts/gpu/unpack_peers.sh):
+    python scripts/gpu/siblings_bench.py OUT.json [softmax,cross_entropy,batchnorm]
+Rows are written after every cell, so a run cut short keeps what it measured; an op not named
+keeps its rows (and its run's stamp, under "runs") from the file as it was."""
 import json
 import sys
 from pathlib import Path
@@ -13,48 +26,158 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from reimpl.checks.bench import gpu_time  # noqa: E402
+from reimpl.checks import peers  # noqa: E402
+from reimpl.checks.bench import METHODS, gpu_time  # noqa: E402
 from reimpl.checks.record import stamp  # noqa: E402
-from reimpl.ladder import registry, softmax  # noqa: E402
+from reimpl.ladder import batchnorm, cross_entropy, registry, softmax  # noqa: E402
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-SOFTMAX_SHAPES = ((16384, 128), (4096, 1024), (65536, 768), (16384, 4096), (4096, 32768))
-BN_SHAPES = ((32, 64, 112, 112), (64, 256, 28, 28), (128, 512, 7, 7), (8192, 1024))
-METHOD = ("median of CUDA-event times (reimpl.checks.bench.gpu_time: 3 rounds x 30 calls, kernels "
-          "interleaved by round), launches pipelined behind a spin kernel, L2 not flushed")
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+TRAFFIC = 256 << 20
+SOFTMAX_NS = (128, 512, 768, 1024, 2048, 4096, 5120, 6144, 8192, 12288, 16384, 32000, 32768, 50257, 65536,
+              128256, 131072, 262144)
+SOFTMAX_FEW_ROWS = ((16, 131072), (4, 262144), (64, 32000), (32, 50257))
+CE_SHAPES = ((8192, 32000), (4096, 50257), (2048, 128256), (512, 262144))
+RESNET50 = ((32, 64, 112, 112), (32, 64, 56, 56), (32, 256, 56, 56), (32, 128, 28, 28), (32, 512, 28, 28),
+            (32, 256, 14, 14), (32, 1024, 14, 14), (32, 512, 7, 7), (32, 2048, 7, 7))
+VIT = ((32 * 197, 768),)
+REPS, ROUNDS = 20, 3
 
 
-def _rows(op, dname, shape, ms, nbytes):
-    return [{"op": op, "dtype": dname, "shape": list(shape), "kernel": k, "ms": t, "gbps": nbytes / t / 1e6,
-             "pct_copy": 100 * ms["copy"] / t} for k, t in ms.items()]
+def softmax_shapes(itemsize):
+    tall = [(max(1, round(TRAFFIC / (2 * N * itemsize))), N) for N in SOFTMAX_NS]
+    return tall + list(SOFTMAX_FEW_ROWS)
 
 
-def main(out: str) -> None:
-    rows = []
-    for dname, dtype in DTYPES.items():
-        for M, N in SOFTMAX_SHAPES:
-            x = torch.randn(M, N, device="cuda", dtype=dtype)
-            fns = {"copy": lambda: x.clone(), "torch_softmax": lambda: torch.softmax(x, -1)}
-            for e in registry.of_group("softmax"):
-                fns[e.name] = (lambda e=e: softmax.run(e.name, x))
-            ms = gpu_time(fns, reps=30, rounds=3)
-            rows += _rows("softmax", dname, (M, N), ms, 2 * x.numel() * x.element_size())
-            print("softmax", dname, M, N, {k: round(v * 1e3, 1) for k, v in ms.items()}, "us", flush=True)
-        for shape in BN_SHAPES:
+class Out:
+    """The results file. Ops not measured now keep their rows from an earlier run of the file, each
+    op's run stamped in `runs` (device, versions, date, peers)."""
+
+    def __init__(self, path, ops):
+        self.path = Path(path)
+        old = json.loads(self.path.read_text()) if self.path.is_file() else {"rows": [], "runs": {}}
+        self.rows = [r for r in old["rows"] if r["op"] not in ops]
+        runs = {op: run for op, run in old.get("runs", {}).items() if op not in ops}
+        run = {**stamp(), "peers": peers.versions()}
+        self.head = {**run, "methods": METHODS, "runs": {**runs, **{op: run for op in ops}},
+                     "traffic": "bytes a copy-equivalent moves (see the script's docstring)"}
+
+    def add(self, method, op, dname, shape, ms, nbytes, copies=1, extra=None):
+        for k, t in ms.items():
+            self.rows.append({"method": method, "op": op, "dtype": dname, "shape": list(shape), "kernel": k,
+                              "ms": t, "gbps": nbytes / t / 1e6, "pct_copy": 100 * copies * ms["copy"] / t,
+                              **(extra or {})})
+        self.path.write_text(json.dumps({**self.head, "unavailable": peers.UNAVAILABLE, "skipped": SKIPPED,
+                                         "rows": self.rows},
+                                        indent=0) + "\n")
+        print(method, op, dname, shape, {k: round(v * 1e3, 1) for k, v in ms.items()}, "us", flush=True)
+
+
+SKIPPED: list = []  # (kernel, shape, dtype, why): a peer that refuses a shape (quack wants N % 16 bytes == 0)
+
+
+def time_cell(fns, method):
+    for k in [k for k in fns if k.startswith(("liger_", "quack_"))]:
+        try:
+            fns[k]()
+        except Exception as e:  # noqa: BLE001 - a peer's refusal is recorded, not fatal
+            SKIPPED.append({"kernel": k, "why": f"{type(e).__name__}: {str(e)[:160]}"})
+            del fns[k]
+    return gpu_time(fns, reps=REPS, rounds=ROUNDS, flush_l2=method == "flushed")
+
+
+def time_rows(out, op, dname, x, fns, methods):
+    """One cell of a row-wise op by each method: x read once and an output of its size written."""
+    for method in methods:
+        ms = time_cell(fns, method)
+        for sk in SKIPPED:  # the peers this cell refused
+            sk.setdefault("dtype", dname), sk.setdefault("shape", list(x.shape))
+        out.add(method, op, dname, tuple(x.shape), ms, 2 * x.numel() * x.element_size())
+
+
+def bench_softmax(out, dname, dtype, methods):
+    liger, quack = peers.liger_softmax(), peers.quack_softmax()
+    for M, N in softmax_shapes(dtype.itemsize):
+        x = torch.randn(M, N, device="cuda", dtype=dtype)
+        fns = {"copy": lambda: x.clone(), "torch_softmax": lambda: torch.softmax(x, -1)}
+        for e in registry.of_group("softmax"):
+            if e.name == "online_warp" and N > 32768:
+                continue  # a warp per row of 64k+: tens of ms a call, and not what it is for
+            fns[e.name] = (lambda e=e: softmax.run(e.name, x))
+        if liger:
+            fns["liger_softmax"] = lambda: liger(x)
+        if quack:
+            fns["quack_softmax"] = lambda: quack(x)
+        time_rows(out, "softmax", dname, x, fns, methods)
+
+
+def bench_cross_entropy(out, dname, dtype, methods):
+    liger, quack = peers.liger_cross_entropy(), peers.quack_cross_entropy()
+    for M, N in CE_SHAPES:
+        x = torch.randn(M, N, device="cuda", dtype=dtype)
+        xg = x.clone().requires_grad_()
+        t = torch.randint(0, N, (M,), device="cuda")
+        fns = {"copy": lambda: x.clone(),
+               "cross_entropy_fused": lambda: cross_entropy.loss_and_grad(x, t),
+               "torch_cross_entropy": lambda: torch.autograd.grad(F.cross_entropy(xg, t), xg)}
+        if liger:
+            xl = x.clone().requires_grad_()  # Liger writes the gradient into it: its forward is the whole work
+            fns["liger_cross_entropy"] = lambda: liger(xl, t)
+        if quack:
+            fns["quack_cross_entropy"] = lambda: torch.autograd.grad(quack(xg, t), xg)
+        time_rows(out, "cross_entropy", dname, x, fns, methods)
+
+
+def bench_batchnorm(out, dname, dtype, methods):
+    from reimpl.ladder import batchnorm_split as split
+    for shape in RESNET50 + VIT:
+        layouts = ("nchw", "channels_last") if len(shape) == 4 else ("channels_last",)
+        for layout in layouts:
             C = shape[1]
             x = torch.randn(shape, device="cuda", dtype=dtype)
+            if layout == "channels_last" and x.dim() == 4:
+                x = x.to(memory_format=torch.channels_last)
+            dy = torch.randn_like(x)
             w, b = torch.randn(C, device="cuda", dtype=dtype), torch.randn(C, device="cuda", dtype=dtype)
             rm, rv = torch.zeros(C, device="cuda", dtype=dtype), torch.ones(C, device="cuda", dtype=dtype)
             rm2, rv2 = rm.clone(), rv.clone()
-            fns = {"copy": lambda: x.clone(),
-                   "torch_batch_norm": lambda: F.batch_norm(x, rm, rv, w, b, True, 0.1, 1e-5)}
-            for e in registry.of_group("batchnorm"):
-                fns[e.name] = (lambda run=e.launch_fn(): run(x, w, b, rm2, rv2, 0.1, 1e-5))
-            ms = gpu_time(fns, reps=30, rounds=3)
-            rows += _rows("batchnorm", dname, shape, ms, 2 * x.numel() * x.element_size())
-            print("batchnorm", dname, shape, {k: round(v * 1e3, 1) for k, v in ms.items()}, "us", flush=True)
-    Path(out).write_text(json.dumps({**stamp(), "method": METHOD, "rows": rows}, indent=0) + "\n")
+            xg, wg, bg = x.clone().requires_grad_(), w.clone().requires_grad_(), b.clone().requires_grad_()
+            _, mean, invstd = split.batch_norm_train_forward_split(x, w, b)
+
+            def ours_fwd_bwd():
+                y, m, s = split.batch_norm_train_forward_split(x, w, b, rm2, rv2, 0.1, 1e-5)
+                return split.batch_norm_train_backward_split(dy, x, w, m, s)
+
+            fwd = {"copy": lambda: x.clone(),
+                   "torch_batch_norm": lambda: F.batch_norm(x, rm, rv, w, b, True, 0.1, 1e-5),
+                   "bn_split": lambda: split.batch_norm_train_forward_split(x, w, b, rm2, rv2, 0.1, 1e-5)}
+            if layout == "nchw":
+                fwd["bn_kernel"] = lambda: batchnorm.batch_norm_train_forward(x, w, b, rm2, rv2, 0.1, 1e-5)
+            both = {"copy": lambda: x.clone(),
+                    "torch_batch_norm": lambda: torch.autograd.grad(
+                        F.batch_norm(xg, rm, rv, wg, bg, True, 0.1, 1e-5), (xg, wg, bg), dy),
+                    "bn_split": ours_fwd_bwd,
+                    "bn_split_backward": lambda: split.batch_norm_train_backward_split(dy, x, w, mean, invstd)}
+            nbytes = 2 * x.numel() * x.element_size()
+            for method in methods:
+                out.add(method, "batchnorm", dname, shape, time_cell(fwd, method), nbytes,
+                        extra={"layout": layout, "pass": "forward"})
+                ms = time_cell(both, method)
+                # forward + backward moves four tensors: two copies' worth; the backward alone three
+                out.add(method, "batchnorm", dname, shape, {k: v for k, v in ms.items() if k != "bn_split_backward"},
+                        2 * nbytes, copies=2, extra={"layout": layout, "pass": "forward_backward"})
+                out.add(method, "batchnorm", dname, shape, {"copy": ms["copy"], "bn_split": ms["bn_split_backward"]},
+                        3 * nbytes // 2, copies=1.5, extra={"layout": layout, "pass": "backward"})
+
+
+OPS = {"softmax": bench_softmax, "cross_entropy": bench_cross_entropy, "batchnorm": bench_batchnorm}
+
+
+def main(path, ops=",".join(OPS), methods=",".join(METHODS)) -> None:
+    out = Out(path, ops.split(","))
+    for op in ops.split(","):
+        for dname, dtype in DTYPES.items():
+            OPS[op](out, dname, dtype, methods.split(","))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:])

@@ -1,0 +1,599 @@
+// BatchNorm's training forward and backward with each channel's reduction split over many blocks.
+// bn_train_forward (batchnorm.cu) gives a channel one block: C blocks, 64 on an H100's 132 SMs for
+// a ResNet stem, and most of the GPU waits. Here S blocks share a channel, each folds a contiguous
+// slice of its values into one Welford state, and the block that finishes the channel last merges
+// its S states with Chan, Golub and LeVeque's formula (1979; welford_merge in common.cuh) in slice
+// order, so the result does not depend on which block finished first (a channels-last tile too
+// wide for one block to merge alone leaves it to bn_finalize_stats, a warp per channel, in the
+// same order). The layout of the split
+// (partial states in a workspace, then a per-channel merge; channels-last input read as columns,
+// by tiles of rows) is after apex's SyncBatchNorm and torch's
+// batch_norm_collect_statistics_channels_last_kernel; the last-block merge after CUDA's
+// threadFenceReduction sample. The backward is split the same way. For channels short enough that
+// one block each is faster and numerous enough to fill the GPU, the launcher runs
+// bn_train_forward and bn_backward_channel (below) instead. The code is ours, written to teach,
+// and not bit-identical to torch (its error bounds are stated in reimpl/ladder/accuracy.py).
+//
+// Contract (the launchers in reimpl/ladder/batchnorm_split.py, which choose S, the tiles and the
+// vector width VEC):
+//   x is (N, C, HW) contiguous ("NCHW": a channel is N runs of HW values), or (R, C) with C
+//   contiguous ("columns": channels-last input, R = N * H * W, or any input with HW = 1).
+//   Statistics: part[c * S + s] is the Welford state of slice s of channel c; the last block of
+//   channel c (NCHW) or of a column tile writes save_mean, save_invstd, the running statistics
+//   (type P, or nullptr) and the per-channel coefficients of the elementwise pass (coef, C floats
+//   per coefficient); or, for columns with arrived = nullptr, bn_finalize_stats does, launched next.
+//   Backward: part[c * S + s] holds (sum dy, sum dy * (x - mean)) of the slice; the last block (or
+//   bn_backward_finalize) writes dweight and dbias (type P, or nullptr) and the coefficients of dx.
+//   arrived: one int per channel (NCHW) or column tile, 0 at launch, left at 0 on return (the
+//   launcher keeps one such array per device and stream, zeroed once).
+//   VEC > 1 means 16-byte loads: the launcher has checked the alignment and that HW (NCHW) or C
+//   (columns) is a multiple of VEC. Arithmetic is float whatever T is.
+#include "common.cuh"
+
+namespace ladder {
+
+constexpr unsigned COLUMN_THREADS = 256;  // threads of a columns block: (TX, 256 / TX)
+constexpr unsigned CHUNK = 4;             // values of one channel loaded before any is folded
+
+template <typename T, unsigned VEC>
+struct alignas(sizeof(T) * VEC) Vec {
+  T v[VEC];
+};
+
+template <unsigned VEC, typename T>
+__device__ __forceinline__ void load_vec(float (&out)[VEC], const T* p) {
+  const Vec<T, VEC> in = *reinterpret_cast<const Vec<T, VEC>*>(p);
+#pragma unroll
+  for (unsigned j = 0; j < VEC; ++j) out[j] = to_f(in.v[j]);
+}
+
+template <unsigned VEC, typename T>
+__device__ __forceinline__ void store_vec(T* p, const float (&v)[VEC]) {
+  Vec<T, VEC> out;
+#pragma unroll
+  for (unsigned j = 0; j < VEC; ++j) out.v[j] = from_f<T>(v[j]);
+  *reinterpret_cast<Vec<T, VEC>*>(p) = out;
+}
+
+// VEC consecutive per-channel floats (VEC a multiple of 4, p 16-byte aligned)
+template <unsigned VEC>
+__device__ __forceinline__ void load_floats(float (&out)[VEC], const float* p) {
+#pragma unroll
+  for (unsigned q = 0; q < VEC / 4; ++q) {
+    const float4 f = reinterpret_cast<const float4*>(p)[q];
+    out[4 * q] = f.x;
+    out[4 * q + 1] = f.y;
+    out[4 * q + 2] = f.z;
+    out[4 * q + 3] = f.w;
+  }
+}
+
+__device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+// --8<-- [start:fold]
+// U values of one channel into a Welford state. All U there: their own (count, mean, M2) by two
+// passes over registers (dividing by U, a power of two, is exact), then one Chan merge, so one
+// division for U values instead of one each; a short tail: one Welford update per value.
+template <unsigned U>
+__device__ __forceinline__ void fold(Welford& s, const float (&v)[U], unsigned m) {
+  if (m == U) {
+    float sum = 0.f;
+#pragma unroll
+    for (unsigned u = 0; u < U; ++u) sum += v[u];
+    const float mean = sum * (1.f / U);
+    float m2 = 0.f;
+#pragma unroll
+    for (unsigned u = 0; u < U; ++u) {
+      const float d = v[u] - mean;
+      m2 += d * d;
+    }
+    s = welford_merge(s, Welford{(float)U, mean, m2});
+  } else {
+    for (unsigned u = 0; u < m; ++u) welford_push(s, v[u]);
+  }
+}
+// --8<-- [end:fold]
+
+// The backward's two sums, added in the scaffold's reductions (a float sum commutes bit for bit)
+struct Sums {
+  float dy, dyx;
+};
+
+__device__ __forceinline__ Sums shfl_xor(Sums s, int mask) {
+  return {__shfl_xor_sync(FULL_MASK, s.dy, mask), __shfl_xor_sync(FULL_MASK, s.dyx, mask)};
+}
+
+struct SumsAdd {
+  static constexpr bool commutes = true;
+  __device__ __forceinline__ Sums operator()(Sums a, Sums b) const { return {a.dy + b.dy, a.dyx + b.dyx}; }
+};
+
+// One slice of channel c in NCHW: the flattened k = n * HW + p from start to end, VEC values a step
+// per thread, blockDim.x * VEC values a step per block. The element index i = (n * C + c) * HW + p
+// is carried along instead of divided out: a step moves p by ds and n by step / HW, and crossing
+// the end of a sample's run of HW values jumps over the other C - 1 channels' runs.
+struct SliceWalk {
+  int64_t k, end, step, sp, i, ds, di, wrap, HW;
+
+  __device__ __forceinline__ SliceWalk(int64_t c, int64_t C, int64_t HW_, int64_t count, int64_t per_slice,
+                                       unsigned vec)
+      : HW(HW_) {
+    const int64_t start = (int64_t)blockIdx.y * per_slice;
+    end = min64(start + per_slice, count);
+    step = (int64_t)blockDim.x * vec;
+    k = start + (int64_t)threadIdx.x * vec;
+    sp = k % HW;
+    i = ((k / HW) * C + c) * HW + sp;
+    ds = step % HW;
+    di = (step / HW) * C * HW + ds;
+    wrap = (C - 1) * HW;
+  }
+
+  __device__ __forceinline__ void next() {
+    k += step;
+    sp += ds;
+    i += di;
+    if (sp >= HW) {
+      sp -= HW;
+      i += wrap;
+    }
+  }
+};
+
+// The columns kernels' merge of their blockDim.y row-threads: each thread's VEC states into shared
+// memory, then a tree over the rows, the lower row first; row-thread 0's slots hold the tile's states.
+template <unsigned VEC, typename S, typename Merge>
+__device__ __forceinline__ void column_merge(const S (&s)[VEC], S* smem, Merge merge) {
+  S* mine = smem + (threadIdx.y * blockDim.x + threadIdx.x) * VEC;
+#pragma unroll
+  for (unsigned j = 0; j < VEC; ++j) mine[j] = s[j];
+  __syncthreads();
+  for (unsigned half = blockDim.y / 2; half > 0; half /= 2) {
+    if (threadIdx.y < half) {
+#pragma unroll
+      for (unsigned j = 0; j < VEC; ++j) mine[j] = merge(mine[j], mine[half * blockDim.x * VEC + j]);
+    }
+    __syncthreads();
+  }
+}
+
+// --8<-- [start:last_block]
+// Whether this block is the last of the S that share the counter *arrived (a channel's slices, or
+// a column tile's). Every thread fences its partial writes, then one thread takes a ticket; the
+// last ticket's block merges the S partials and resets the counter, so the next launch on the
+// stream finds it at 0 with no memset. S = 1: no other block, no counter.
+__device__ __forceinline__ bool last_to_arrive(int* arrived, unsigned S) {
+  __shared__ int last;
+  __threadfence();  // this thread's partials visible GPU-wide before the ticket is taken
+  __syncthreads();
+  if (threadIdx.x == 0 && threadIdx.y == 0) {
+    last = S == 1 || atomicAdd(arrived, 1) == (int)S - 1;
+    if (last && S > 1) *arrived = 0;  // all S tickets taken: nobody else touches it this launch
+  }
+  __syncthreads();
+  if (last) __threadfence();  // and the other blocks' partials seen after it
+  return last;
+}
+
+// Other blocks' partials, read from L2: this SM's L1 may hold an older copy of their line
+__device__ __forceinline__ Welford load_cg(const Welford* p) {
+  return {__ldcg(&p->n), __ldcg(&p->mean), __ldcg(&p->m2)};
+}
+__device__ __forceinline__ Sums load_cg(const Sums* p) { return {__ldcg(&p->dy), __ldcg(&p->dyx)}; }
+
+// One warp merges one channel's S partials: lane l those of slices l, l + 32, l + 64, ... in that
+// order, then the lanes by the butterfly, lower lane first (warp_all_reduce's order, with the lane
+// given: a columns block is 2-D). A fixed order, so the same bits every run whichever block came
+// last (and from bn_finalize_stats), and a chain of S / 32 + 5 merges rather than S: channels-last
+// input with few channels needs S in the thousands to fill the GPU. Every lane gets the state.
+template <typename State, typename Merge>
+__device__ __forceinline__ State butterfly(State s, unsigned lane, Merge merge) {
+  for (int mask = 16; mask > 0; mask >>= 1) {
+    const State o = shfl_xor(s, mask);
+    s = (lane & mask) ? merge(o, s) : merge(s, o);
+  }
+  return s;
+}
+
+template <typename State, typename Merge>
+__device__ __forceinline__ State merge_slices(const State* part, unsigned S, unsigned lane, State s, Merge merge) {
+  for (unsigned k = lane; k < S; k += 32) s = merge(s, load_cg(part + k));
+  return butterfly(s, lane, merge);
+}
+
+// What the forward writes for channel c from its state: what bn_train_forward's thread 0 writes
+// (the same formulas), and the elementwise pass's coefficients coef = [mean | invstd * w | b], so
+// that y = (x - mean) * (invstd * w) + b as in bn_train_forward.
+template <typename P>
+struct StatsOut {
+  const P *W, *B;
+  float *save_mean, *save_invstd, *coef;
+  P *running_mean, *running_var;
+  float momentum, eps;
+
+  __device__ __forceinline__ void write(Welford s, int64_t c, int64_t C, int64_t count) const {
+    const float invstd = bn_invstd(s, count, eps);
+    bn_store_stats(s, invstd, c, count, momentum, save_mean, save_invstd, running_mean, running_var);
+    const float w = W != nullptr ? to_f(W[c]) : 1.f, b = B != nullptr ? to_f(B[c]) : 0.f;
+    coef[c] = s.mean;
+    coef[C + c] = invstd * w;
+    coef[2 * C + c] = b;
+  }
+};
+
+// dx = (dy - mean_dy - (x - mean) * proj) * scale, torch's training-mode backward:
+// proj = invstd^2 * mean_dy_xmu, scale = invstd * w
+struct DxCoef {
+  float mean_dy, proj, scale;
+};
+
+__device__ __forceinline__ DxCoef dx_coef(Sums t, float invstd, float w, int64_t count) {
+  const float mean_dy = t.dy / (float)count, mean_dy_xmu = t.dyx / (float)count;
+  return {mean_dy, invstd * invstd * mean_dy_xmu, invstd * w};
+}
+
+// What the backward writes for channel c from its sums: dweight = sum(dy * (x - mean)) * invstd,
+// dbias = sum(dy) (nullptr: not wanted), and dx's coefficients coef = [mean | mean_dy | proj | scale].
+template <typename P>
+struct GradOut {
+  const float *save_mean, *save_invstd;
+  const P* W;
+  P *dweight, *dbias;
+  float* coef;
+
+  __device__ __forceinline__ void write(Sums t, int64_t c, int64_t C, int64_t count) const {
+    const float invstd = save_invstd[c], w = W != nullptr ? to_f(W[c]) : 1.f;
+    if (dweight != nullptr) dweight[c] = from_f<P>(t.dyx * invstd);
+    if (dbias != nullptr) dbias[c] = from_f<P>(t.dy);
+    const DxCoef k = dx_coef(t, invstd, w, count);
+    coef[c] = save_mean[c];
+    coef[C + c] = k.mean_dy;
+    coef[2 * C + c] = k.proj;
+    coef[3 * C + c] = k.scale;
+  }
+};
+
+// The columns kernels' last block: warp w merges the tile's columns w, w + warps, ... as
+// merge_slices does, VEC of them side by side so that their loads are in flight together (the
+// chain stays S / 32 long however wide the tile). The launcher sends tiles whose width x S states
+// would keep one SM too long to bn_finalize_stats instead (arrived = nullptr).
+template <unsigned VEC, typename State, typename Merge, typename Out>
+__device__ __forceinline__ void finish_tile(const State* part, State zero, Merge merge, const Out& out, int64_t C,
+                                            int64_t count) {
+  const unsigned tid = threadIdx.y * blockDim.x + threadIdx.x, lane = tid & 31, warps = blockDim.x * blockDim.y / 32;
+  const unsigned S = gridDim.y;
+  const int64_t first = (int64_t)blockIdx.x * blockDim.x * VEC, end = min64(first + blockDim.x * VEC, C);
+  for (int64_t c0 = first + tid / 32; c0 < end; c0 += (int64_t)warps * VEC) {  // c0 is the same across a warp
+    State s[VEC];
+#pragma unroll
+    for (unsigned j = 0; j < VEC; ++j) s[j] = zero;
+    for (unsigned k = lane; k < S; k += 32) {
+      State v[VEC];
+#pragma unroll
+      for (unsigned j = 0; j < VEC; ++j) {
+        const int64_t c = c0 + (int64_t)j * warps;
+        v[j] = c < end ? load_cg(part + c * S + k) : zero;
+      }
+#pragma unroll
+      for (unsigned j = 0; j < VEC; ++j) s[j] = merge(s[j], v[j]);
+    }
+#pragma unroll
+    for (unsigned j = 0; j < VEC; ++j) {
+      const int64_t c = c0 + (int64_t)j * warps;
+      s[j] = butterfly(s[j], lane, merge);
+      if (lane == 0 && c < end) out.write(s[j], c, C, count);
+    }
+  }
+}
+// --8<-- [end:last_block]
+
+// --8<-- [start:bn_partial_stats]
+// Grid (C, S): block (c, s) folds slice s of channel c (per_slice values of the walk, a multiple of
+// VEC) into one Welford state. Each thread folds a vector (VEC > 1) or CHUNK steps of the walk at a
+// time, then block_merge, as in bn_train_forward. The channel's last block to arrive merges the S
+// states with its first warp and writes the statistics (no finalize launch: one warp's work, as the
+// finalize kernel gave a channel).
+template <typename T, typename T_ACC, typename P, unsigned VEC>
+__global__ void bn_partial_stats(const T* X, Welford* part, int* arrived, const P* W, const P* B, float* save_mean,
+                                 float* save_invstd, float* coef, P* running_mean, P* running_var, int64_t N,
+                                 int64_t C, int64_t HW, int64_t per_slice, T_ACC momentum, T_ACC eps) {
+  __shared__ Welford smem[32];
+  const int64_t c = blockIdx.x;
+  SliceWalk w(c, C, HW, N * HW, per_slice, VEC);
+  Welford s{0.f, 0.f, 0.f};
+  if constexpr (VEC > 1) {
+    for (; w.k < w.end; w.next()) {
+      float v[VEC];
+      load_vec<VEC>(v, X + w.i);  // HW % VEC == 0: a vector never crosses a sample's run
+      fold<VEC>(s, v, VEC);
+    }
+  } else {
+    while (w.k < w.end) {
+      float v[CHUNK] = {};
+      unsigned m = 0;
+#pragma unroll
+      for (unsigned u = 0; u < CHUNK; ++u) {
+        if (w.k < w.end) {
+          v[u] = to_f(X[w.i]);
+          m = u + 1;
+        }
+        w.next();
+      }
+      fold<CHUNK>(s, v, m);
+    }
+  }
+  s = block_merge(s, smem);
+  if (threadIdx.x == 0) part[c * gridDim.y + blockIdx.y] = s;
+  if (!last_to_arrive(arrived + c, gridDim.y) || threadIdx.x >= 32) return;
+  s = merge_slices(part + c * gridDim.y, gridDim.y, threadIdx.x, Welford{0.f, 0.f, 0.f}, WelfordMerge());
+  if (threadIdx.x == 0)
+    StatsOut<P>{W, B, save_mean, save_invstd, coef, running_mean, running_var, momentum, eps}.write(s, c, C, N * HW);
+}
+// --8<-- [end:bn_partial_stats]
+
+// --8<-- [start:bn_partial_stats_cl]
+// Grid (column tiles, S), block (TX, TY) of COLUMN_THREADS: thread (tx, ty) owns VEC adjacent
+// columns c0 .. c0 + VEC - 1 and rows ty, ty + TY, ... of slice s, so a warp's loads run along C
+// and coalesce. It keeps one Welford state per column, folding CHUNK rows at a time; then the
+// TY row-threads of each column merge in shared memory, in a fixed tree. The tile's last block to
+// arrive merges each of its columns' S states (finish_tile) and writes the statistics.
+template <typename T, typename T_ACC, typename P, unsigned VEC>
+__global__ void bn_partial_stats_cl(const T* X, Welford* part, int* arrived, const P* W, const P* B, float* save_mean,
+                                    float* save_invstd, float* coef, P* running_mean, P* running_var, int64_t R,
+                                    int64_t C, int64_t per_slice, T_ACC momentum, T_ACC eps) {
+  __shared__ Welford smem[COLUMN_THREADS * VEC];
+  const int64_t c0 = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * VEC;
+  const int64_t start = (int64_t)blockIdx.y * per_slice, end = min64(start + per_slice, R);
+  Welford s[VEC];
+#pragma unroll
+  for (unsigned j = 0; j < VEC; ++j) s[j] = Welford{0.f, 0.f, 0.f};
+  if (c0 < C) {
+    for (int64_t r = start + threadIdx.y; r < end; r += CHUNK * blockDim.y) {
+      float v[VEC][CHUNK] = {};
+      unsigned m = 0;
+#pragma unroll
+      for (unsigned u = 0; u < CHUNK; ++u) {
+        const int64_t row = r + u * blockDim.y;
+        if (row < end) {
+          float x[VEC];
+          load_vec<VEC>(x, X + row * C + c0);
+#pragma unroll
+          for (unsigned j = 0; j < VEC; ++j) v[j][u] = x[j];
+          m = u + 1;
+        }
+      }
+#pragma unroll
+      for (unsigned j = 0; j < VEC; ++j) fold<CHUNK>(s[j], v[j], m);
+    }
+  }
+  column_merge<VEC>(s, smem, WelfordMerge());
+  if (threadIdx.y == 0 && c0 < C) {
+#pragma unroll
+    for (unsigned j = 0; j < VEC; ++j) part[(c0 + j) * gridDim.y + blockIdx.y] = smem[threadIdx.x * VEC + j];
+  }
+  if (arrived == nullptr || !last_to_arrive(arrived + blockIdx.x, gridDim.y)) return;  // nullptr: a finalize follows
+  finish_tile<VEC>(part, Welford{0.f, 0.f, 0.f}, WelfordMerge(),
+                   StatsOut<P>{W, B, save_mean, save_invstd, coef, running_mean, running_var, momentum, eps}, C, R);
+}
+// --8<-- [end:bn_partial_stats_cl]
+
+// --8<-- [start:bn_finalize_stats]
+// The merge as a kernel of its own, for columns tiles too wide for their last block to merge alone
+// (bn_partial_stats_cl with arrived = nullptr): a warp per channel, 8 channels a block, spread over
+// the GPU; merge_slices's order and StatsOut's formulas, so the same bits as a last block's merge.
+template <typename T, typename T_ACC, typename P>
+__global__ void bn_finalize_stats(const Welford* part, const P* W, const P* B, float* save_mean, float* save_invstd,
+                                  float* coef, P* running_mean, P* running_var, int64_t S, int64_t C, int64_t count,
+                                  T_ACC momentum, T_ACC eps) {
+  const int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  const unsigned lane = threadIdx.x & 31;
+  if (c >= C) return;  // a whole warp: its lanes share c
+  const Welford s = merge_slices(part + c * S, (unsigned)S, lane, Welford{0.f, 0.f, 0.f}, WelfordMerge());
+  if (lane == 0)
+    StatsOut<P>{W, B, save_mean, save_invstd, coef, running_mean, running_var, momentum, eps}.write(s, c, C, count);
+}
+// --8<-- [end:bn_finalize_stats]
+
+// Every element of an (N, C, HW) tensor once, VEC at a time, grid-stride: op(e, c) gets the
+// vector's first element e and channel c. NCHW (CL false): HW % VEC == 0, so all VEC share channel
+// c; the channel is carried along the stride, not divided out per element (columns input with
+// VEC = 1 comes here with HW = 1). CL: C % VEC == 0, the vector holds channels c .. c + VEC - 1.
+template <bool CL, unsigned VEC, typename Op>
+__device__ __forceinline__ void for_each_vector(int64_t total, int64_t C, int64_t HW, Op op) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x * VEC;
+  int64_t e = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * VEC;
+  if (e >= total) return;
+  const int64_t hw = CL ? 1 : HW;
+  int64_t p = e % hw, c = (e / hw) % C;
+  const int64_t dp = stride % hw, dc = (stride / hw) % C;
+  for (; e < total; e += stride) {
+    op(e, c);
+    p += dp;
+    c += dc;
+    if (p >= hw) {
+      p -= hw;
+      ++c;
+    }
+    if (c >= C) c -= C;
+  }
+}
+
+// --8<-- [start:bn_apply]
+// y = (x - mean[c]) * scale[c] + shift[c], coef = [mean | scale | shift] from StatsOut.
+template <typename T, typename T_ACC, bool CL, unsigned VEC>
+__global__ void bn_apply(const T* X, T* Y, const float* coef, int64_t total, int64_t C, int64_t HW) {
+  const float *mean = coef, *scale = coef + C, *shift = coef + 2 * C;
+  for_each_vector<CL, VEC>(total, C, HW, [&](int64_t e, int64_t c) {
+    float v[VEC];
+    load_vec<VEC>(v, X + e);
+    if constexpr (CL) {
+      float m[VEC], a[VEC], b[VEC];
+      load_floats<VEC>(m, mean + c);
+      load_floats<VEC>(a, scale + c);
+      load_floats<VEC>(b, shift + c);
+#pragma unroll
+      for (unsigned j = 0; j < VEC; ++j) v[j] = (v[j] - m[j]) * a[j] + b[j];
+    } else {
+      const float m = mean[c], a = scale[c], b = shift[c];
+#pragma unroll
+      for (unsigned j = 0; j < VEC; ++j) v[j] = (v[j] - m) * a + b;
+    }
+    store_vec<VEC>(Y + e, v);
+  });
+}
+// --8<-- [end:bn_apply]
+
+// --8<-- [start:bn_backward_partials]
+// The backward's reduction, sliced as bn_partial_stats: block (c, s) adds dy and dy * (x - mean)
+// over slice s of channel c, in float, then over the block (block_tree_reduce); the channel's last
+// block adds the S sums in merge_slices's order and writes dweight, dbias and dx's coefficients.
+template <typename T, typename T_ACC, typename P, unsigned VEC>
+__global__ void bn_backward_partials(const T* DY, const T* X, const float* mean, const float* save_invstd, const P* W,
+                                     Sums* part, int* arrived, P* dweight, P* dbias, float* coef, int64_t N, int64_t C,
+                                     int64_t HW, int64_t per_slice) {
+  __shared__ Sums smem[32];
+  const int64_t c = blockIdx.x;
+  const float m = mean[c];
+  SliceWalk w(c, C, HW, N * HW, per_slice, VEC);
+  Sums t{0.f, 0.f};
+  for (; w.k < w.end; w.next()) {
+    float dy[VEC], x[VEC];
+    load_vec<VEC>(dy, DY + w.i);
+    load_vec<VEC>(x, X + w.i);
+#pragma unroll
+    for (unsigned j = 0; j < VEC; ++j) {
+      t.dy += dy[j];
+      t.dyx += dy[j] * (x[j] - m);
+    }
+  }
+  t = block_tree_reduce(t, smem, SumsAdd());
+  if (threadIdx.x == 0) part[c * gridDim.y + blockIdx.y] = t;
+  if (!last_to_arrive(arrived + c, gridDim.y) || threadIdx.x >= 32) return;
+  t = merge_slices(part + c * gridDim.y, gridDim.y, threadIdx.x, Sums{0.f, 0.f}, SumsAdd());
+  if (threadIdx.x == 0) GradOut<P>{mean, save_invstd, W, dweight, dbias, coef}.write(t, c, C, N * HW);
+}
+// --8<-- [end:bn_backward_partials]
+
+// --8<-- [start:bn_backward_partials_cl]
+// The same for columns input, tiled as bn_partial_stats_cl, finished as it is.
+template <typename T, typename T_ACC, typename P, unsigned VEC>
+__global__ void bn_backward_partials_cl(const T* DY, const T* X, const float* mean, const float* save_invstd,
+                                        const P* W, Sums* part, int* arrived, P* dweight, P* dbias, float* coef,
+                                        int64_t R, int64_t C, int64_t per_slice) {
+  __shared__ Sums smem[COLUMN_THREADS * VEC];
+  const int64_t c0 = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * VEC;
+  const int64_t start = (int64_t)blockIdx.y * per_slice, end = min64(start + per_slice, R);
+  Sums t[VEC];
+  float m[VEC];
+#pragma unroll
+  for (unsigned j = 0; j < VEC; ++j) {
+    t[j] = Sums{0.f, 0.f};
+    m[j] = c0 + j < C ? mean[c0 + j] : 0.f;
+  }
+  if (c0 < C) {
+    for (int64_t r = start + threadIdx.y; r < end; r += CHUNK * blockDim.y) {
+      float dy[CHUNK][VEC] = {}, x[CHUNK][VEC] = {};
+#pragma unroll
+      for (unsigned u = 0; u < CHUNK; ++u) {
+        const int64_t row = r + u * blockDim.y;
+        if (row < end) {
+          load_vec<VEC>(dy[u], DY + row * C + c0);
+          load_vec<VEC>(x[u], X + row * C + c0);
+        }
+      }
+#pragma unroll
+      for (unsigned u = 0; u < CHUNK; ++u)
+#pragma unroll
+        for (unsigned j = 0; j < VEC; ++j) {
+          if (r + u * blockDim.y < end) {
+            t[j].dy += dy[u][j];
+            t[j].dyx += dy[u][j] * (x[u][j] - m[j]);
+          }
+        }
+    }
+  }
+  column_merge<VEC>(t, smem, SumsAdd());
+  if (threadIdx.y == 0 && c0 < C) {
+#pragma unroll
+    for (unsigned j = 0; j < VEC; ++j) part[(c0 + j) * gridDim.y + blockIdx.y] = smem[threadIdx.x * VEC + j];
+  }
+  if (arrived == nullptr || !last_to_arrive(arrived + blockIdx.x, gridDim.y)) return;  // nullptr: a finalize follows
+  finish_tile<VEC>(part, Sums{0.f, 0.f}, SumsAdd(), GradOut<P>{mean, save_invstd, W, dweight, dbias, coef}, C, R);
+}
+// --8<-- [end:bn_backward_partials_cl]
+
+// --8<-- [start:bn_backward_finalize]
+// The backward's merge as a kernel of its own, as bn_finalize_stats (GradOut's formulas).
+template <typename T, typename T_ACC, typename P>
+__global__ void bn_backward_finalize(const Sums* part, const float* save_mean, const float* save_invstd, const P* W,
+                                     P* dweight, P* dbias, float* coef, int64_t S, int64_t C, int64_t count) {
+  const int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  const unsigned lane = threadIdx.x & 31;
+  if (c >= C) return;
+  const Sums t = merge_slices(part + c * S, (unsigned)S, lane, Sums{0.f, 0.f}, SumsAdd());
+  if (lane == 0) GradOut<P>{save_mean, save_invstd, W, dweight, dbias, coef}.write(t, c, C, count);
+}
+// --8<-- [end:bn_backward_finalize]
+
+// --8<-- [start:bn_backward_dx]
+// dx = (dy - mean_dy - (x - mean) * proj) * scale (dx_coef), elementwise as bn_apply.
+template <typename T, typename T_ACC, bool CL, unsigned VEC>
+__global__ void bn_backward_dx(const T* DY, const T* X, T* DX, const float* coef, int64_t total, int64_t C,
+                               int64_t HW) {
+  const float *mean = coef, *mean_dy = coef + C, *proj = coef + 2 * C, *scale = coef + 3 * C;
+  for_each_vector<CL, VEC>(total, C, HW, [&](int64_t e, int64_t c) {
+    float dy[VEC], x[VEC];
+    load_vec<VEC>(dy, DY + e);
+    load_vec<VEC>(x, X + e);
+    if constexpr (CL) {
+      float m[VEC], g[VEC], k[VEC], a[VEC];
+      load_floats<VEC>(m, mean + c);
+      load_floats<VEC>(g, mean_dy + c);
+      load_floats<VEC>(k, proj + c);
+      load_floats<VEC>(a, scale + c);
+#pragma unroll
+      for (unsigned j = 0; j < VEC; ++j) dy[j] = (dy[j] - g[j] - (x[j] - m[j]) * k[j]) * a[j];
+    } else {
+      const float m = mean[c], g = mean_dy[c], k = proj[c], a = scale[c];
+#pragma unroll
+      for (unsigned j = 0; j < VEC; ++j) dy[j] = (dy[j] - g - (x[j] - m) * k) * a;
+    }
+    store_vec<VEC>(DX + e, dy);
+  });
+}
+// --8<-- [end:bn_backward_dx]
+
+// --8<-- [start:bn_backward_channel]
+// The backward with one block per channel, bn_train_forward's shape, for short channels (the
+// launcher's ONE_BLOCK_VALUES) of which there are enough to fill the GPU: one launch instead of
+// two, no workspace. Block c adds dy and dy * (x - mean) over its channel (the walk of
+// bn_train_forward), then block_tree_reduce gives every thread the same sums, so each computes the
+// coefficients itself (dx_coef, no shared-memory round trip) and thread 0 writes dweight and dbias;
+// then dx, reading the channel's x and dy a second time (from L2: a channel is at most a few
+// tens of KB).
+template <typename T, typename T_ACC, typename P>
+__global__ void bn_backward_channel(const T* DY, const T* X, const float* save_mean, const float* save_invstd,
+                                    const P* W, P* dweight, P* dbias, T* DX, int64_t N, int64_t C, int64_t HW) {
+  __shared__ Sums smem[32];
+  const int64_t c = blockIdx.x, count = N * HW;
+  const float m = save_mean[c];
+  Sums t{0.f, 0.f};
+  channel_walk(c, N, C, HW, [&](int64_t i) {
+    const float dy = to_f(DY[i]);
+    t.dy += dy;
+    t.dyx += dy * (to_f(X[i]) - m);
+  });
+  t = block_tree_reduce(t, smem, SumsAdd());
+  const float invstd = save_invstd[c];
+  if (threadIdx.x == 0) {
+    if (dweight != nullptr) dweight[c] = from_f<P>(t.dyx * invstd);
+    if (dbias != nullptr) dbias[c] = from_f<P>(t.dy);
+  }
+  const DxCoef k = dx_coef(t, invstd, W != nullptr ? to_f(W[c]) : 1.f, count);
+  channel_walk(c, N, C, HW, [&](int64_t i) {
+    DX[i] = from_f<T>((to_f(DY[i]) - k.mean_dy - (to_f(X[i]) - m) * k.proj) * k.scale);
+  });
+}
+// --8<-- [end:bn_backward_channel]
+
+}  // namespace ladder

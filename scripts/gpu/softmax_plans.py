@@ -1,0 +1,64 @@
+"""Which plan suits each row width: time the one-read softmax under every register plan (elements
+per thread, cluster size) and every shared-memory plan (cluster size, block) that holds the row,
+beside a copy, at about 256 MB of traffic, by both timing methods. launch.regs_plan's choice is
+read off this table.
+Usage (a CUDA machine): python scripts/gpu/softmax_plans.py OUT.json"""
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import torch  # noqa: E402
+
+from reimpl.checks.bench import METHODS, gpu_time  # noqa: E402
+from reimpl.checks.record import stamp  # noqa: E402
+from reimpl.ladder import softmax  # noqa: E402
+from reimpl.ladder.launch import REGS_BLOCK_EPT, REGS_CLUSTERS, REGS_MAX_BLOCK, RegsPlan, regs_block, regs_plan, regs_vec, smem_plan  # noqa: E402
+
+NS = (1024, 2048, 4096, 8192, 12288, 16384, 32768, 65536, 131072, 262144)
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def plans(N, itemsize):
+    """name -> plan: every register plan whose block has 64 to REGS_MAX_BLOCK threads, and every
+    shared-memory plan of 256 or 512 threads that fits."""
+    yield "default", regs_plan(N, itemsize)
+    vec = regs_vec(N, itemsize, True)
+    for cluster in REGS_CLUSTERS:
+        for ept in REGS_BLOCK_EPT:
+            threads = regs_block(N, ept, cluster)
+            if 64 <= threads <= REGS_MAX_BLOCK:
+                yield f"regs_ept{ept}_c{cluster}_b{threads}", RegsPlan(vec, ept // vec, 0, cluster, threads)
+        for block in (256, 512):
+            p = smem_plan(N, itemsize, cluster, block)
+            if p is not None and p.share >= block * vec:
+                yield f"smem_c{cluster}_b{block}", p
+
+
+def main(path, methods=",".join(METHODS)):
+    rows = probe(methods.split(","))
+    Path(path).write_text(json.dumps({**stamp(), "method": {m: METHODS[m] for m in methods.split(",")},
+                                      "rows": rows}, indent=0) + "\n")
+
+
+def probe(methods):
+    rows = []
+    for dname, dtype in DTYPES.items():
+        for N in NS:
+            M = max(1, round((256 << 20) / (2 * N * dtype.itemsize)))
+            x = torch.randn(M, N, device="cuda", dtype=dtype)
+            fns = {"copy": lambda: x.clone()}
+            for name, p in plans(N, dtype.itemsize):
+                fns[name] = (lambda p=p: softmax.run("one_read", x, plan=p))
+            for method in methods:
+                ms = gpu_time(fns, reps=20, rounds=3, flush_l2=method == "flushed")
+                for k, t in ms.items():
+                    rows.append({"method": method, "dtype": dname, "M": M, "N": N, "plan": k, "ms": t,
+                                 "pct_copy": 100 * ms["copy"] / t})
+                print(method, dname, M, N, {k: round(100 * ms["copy"] / t) for k, t in ms.items()}, flush=True)
+    return rows
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

@@ -1,0 +1,370 @@
+"""CPU: the split BatchNorm (reimpl/ladder/batchnorm_split.py, cuda/batchnorm_split.cu). Every
+instantiation compiles for sm_90 with no diagnostics, and every kernel of the file is a template of
+the launcher with its page section; the plan folds every value of every channel exactly once
+(slices of the NCHW walk; row slices and column tiles of channels-last input) on ResNet-50's
+shapes and odd ones, aims at the stated waves, and keeps the rounding levels within the bound of
+reimpl/ladder/accuracy.py on every checked shape; the launchers launch what the plan says on a
+RecordingRuntime (two launches a direction, or one block per channel for short NCHW channels;
+forward, backward, through autograd, in x's memory format), hand the last-block merges one
+counter array per device and stream, and refuse bad input before any launch."""
+import math
+import re
+
+import pytest
+import torch
+
+from reimpl.checks import siblings_errors as se
+from reimpl.device import compile as compile_mod, runtime
+from reimpl.ladder import accuracy, batchnorm, batchnorm_split as bs, registry
+
+TEMPLATES = (bs.PARTIAL, bs.PARTIAL_CL, bs.FINALIZE, bs.APPLY, bs.BWD_PARTIALS, bs.BWD_PARTIALS_CL, bs.BWD_FINALIZE,
+             bs.BWD_DX, bs.BWD_CHANNEL)
+SRC = (bs.SOURCE.directory / bs.SOURCE.main).read_text()
+
+
+def test_compiles_for_sm90_without_diagnostics():
+    prog = compile_mod.build(bs.SOURCE, "sm_90", use_cache=False)
+    assert prog.log == "", prog.log
+    # per storage type and parameter type (1 for float32, 2 for 16-bit x): 4 partial kernels x 2
+    # widths, 2 finalizes and bn_backward_channel; per storage type 2 x 3 elementwise
+    assert len(bs._instantiations()) == 5 * (4 * 2 + 3) + 3 * 6
+    assert set(prog.lowered) == {k.expr for k in bs._instantiations()}
+
+
+def test_every_kernel_is_launched_by_name_and_has_its_section():
+    assert registry.BY_NAME["bn_split"].source == "reimpl/ladder/cuda/" + bs.SOURCE.main
+    kernels = re.findall(r"__global__ void (\w+)\(", SRC)
+    assert sorted(kernels) == sorted(t.name for t in TEMPLATES)
+    for k in kernels + ["last_block"]:
+        assert f"// --8<-- [start:{k}]" in SRC and f"// --8<-- [end:{k}]" in SRC, k
+    # the four partial kernels' last blocks merge
+    assert SRC.count("last_to_arrive(") == 5
+    # the constants both sides use
+    for name in ("COLUMN_THREADS", "CHUNK"):
+        assert int(re.search(rf"constexpr unsigned {name} = (\d+);", SRC).group(1)) == getattr(bs, name)
+
+
+RESNET50 = ((64, 112, 112), (64, 56, 56), (256, 56, 56), (128, 56, 56), (128, 28, 28), (512, 28, 28), (256, 28, 28),
+            (256, 14, 14), (1024, 14, 14), (512, 14, 14), (512, 7, 7), (2048, 7, 7))
+ODD = ((8, 3, 17, 13), (64, 1, 9, 9), (16, 32, 1, 1), (4, 7, 33), (2, 5), (256, 100), (8 * 197, 768), (3, 5, 7, 11),
+       (1, 3, 1, 2), (7, 1), (2, 1, 1, 1), (5, 130, 3, 3), (2, 4097), (1, 1, 4096, 4096), (3, 24, 5, 8), (2, 12, 2))
+SHAPES = tuple((N, *s) for N in (1, 32, 256) for s in RESNET50) + ODD
+
+
+def _covers_once(bounds, extent):
+    """[start, end) pieces in order that cover 0 .. extent - 1 exactly once, none empty."""
+    assert bounds[0][0] == 0 and bounds[-1][1] == extent
+    assert all(a < b for a, b in bounds)
+    assert all(b == a2 for (_, b), (a2, _) in zip(bounds, bounds[1:]))
+
+
+def _check_nchw(p, N, C, HW, itemsize):
+    count, target = N * HW, bs.WAVES * 132 * (bs.THREADS_PER_SM // bs.PARTIAL_THREADS)
+    assert p.grid == (C, p.slices) and p.block == (bs.PARTIAL_THREADS,) and not p.columns
+    bounds = bs.slice_bounds(count, p.per_slice)
+    assert len(bounds) == p.slices
+    _covers_once(bounds, count)
+    # whole vectors: a slice starts on one, and a vector never crosses a sample's run of HW values
+    assert p.vec in (1, 16 // itemsize) and p.per_slice % p.vec == 0 and HW % p.vec == 0
+    assert p.slices == 1 or p.per_slice >= bs.MIN_VALUES
+    # about WAVES waves of blocks: not past the target by more than one slice row, and at least half
+    # of what the target, the channel's length and MAX_SLICES allow
+    assert p.slices <= bs.MAX_SLICES and p.slices * C < target + C
+    assert 2 * p.slices >= min(-(-target // C), count // bs.MIN_VALUES, bs.MAX_SLICES)
+
+
+def _check_columns(p, R, C, itemsize):
+    TX, TY = p.block
+    assert p.columns and TX * TY == bs.COLUMN_THREADS and TX <= bs.COLUMN_TX and TX & (TX - 1) == 0
+    assert p.vec in (1, 16 // itemsize) and C % p.vec == 0
+    tiles = bs.column_tiles(p, C)
+    assert p.grid == (len(tiles), p.slices) and all(tiles)
+    _covers_once([c for t in tiles for c in t], C)  # every column in exactly one thread's vector
+    bounds = bs.slice_bounds(R, p.per_slice)
+    assert len(bounds) == p.slices
+    _covers_once(bounds, R)
+    assert p.slices == 1 or p.per_slice >= TY * bs.CHUNK
+    assert p.slices <= bs.MAX_SLICES
+    assert p.last_block == (min(TX * p.vec, C) * p.slices <= bs.LAST_BLOCK_STATES)
+
+
+@pytest.mark.parametrize("itemsize", [4, 2])
+@pytest.mark.parametrize("aligned", [True, False], ids=["aligned", "unaligned"])
+def test_the_plan_folds_every_value_once(itemsize, aligned):
+    """Each channel's values are cut into S slices covering the walk (NCHW) or the rows (columns)
+    once, and each tile's threads own disjoint vectors covering the columns once; for every
+    ResNet-50 BatchNorm input (batch 1, 32, 256) and odd shapes, both layouts."""
+    for shape in SHAPES:
+        N, C, HW = shape[0], shape[1], math.prod(shape[2:])
+        if HW > 1:
+            _check_nchw(bs.nchw_plan(N, C, HW, itemsize, aligned), N, C, HW, itemsize)
+        _check_columns(bs.columns_plan(N * HW, C, itemsize, aligned), N * HW, C, itemsize)
+        for columns in (False, True):
+            e = bs.elementwise_plan(N * C * HW, C, HW, columns, itemsize, aligned)
+            assert e.vec == 1 or (aligned and (C if columns else HW) % e.vec == 0)
+            assert e.cl == (columns and e.vec > 1) and e.hw == (1 if columns else HW)
+            assert 1 <= e.grid[0] <= 132 * bs.THREADS_PER_SM // bs.ELEMENTWISE_THREADS
+
+
+def test_slice_bounds_are_the_kernels_arithmetic():
+    assert bs.slice_bounds(10, 4) == [(0, 4), (4, 8), (8, 10)]
+    assert bs.slice_bounds(8, 4) == [(0, 4), (4, 8)]
+    assert bs.slice_bounds(3, 5) == [(0, 3)]
+
+
+def test_the_stem_fills_the_gpu():
+    """The ResNet stem that leaves bn_kernel 64 blocks: about two waves of blocks in either layout."""
+    p = bs.nchw_plan(32, 64, 112 * 112, 4, True)
+    assert p.vec == 4 and p.grid == (64, 33)
+    q = bs.columns_plan(32 * 112 * 112, 64, 4, True)
+    assert q.vec == 4 and q.block == (8, 32) and q.grid[0] * q.grid[1] >= 2000
+
+
+def test_rounding_levels_within_the_stated_bound_on_every_checked_shape():
+    """accuracy.batchnorm_bound counts BN_LEVELS rounding levels per side (bn_kernel's k + log2 t);
+    the split plan's values per thread, tree and last-block chain stay within it on every shape the
+    GPU tests check, in every layout, width and alignment, and so do the one-block kernels'."""
+    for shape in se.BN_SHAPES + se.BN_SPLIT_SHAPES:
+        N, C, HW = shape[0], shape[1], math.prod(shape[2:])
+        for itemsize in (4, 2):
+            for aligned in (True, False):
+                plans = [bs.columns_plan(N * HW, C, itemsize, aligned)]
+                if HW > 1:
+                    plans.append(bs.nchw_plan(N, C, HW, itemsize, aligned))
+                for p in plans:
+                    assert p.levels <= accuracy.BN_LEVELS, (shape, p)
+        if bs.one_block_per_channel(N, C, HW, HW == 1):
+            assert bs.one_block_levels(N * HW) <= accuracy.BN_LEVELS, shape
+    # the one-block kernels' worst case: at most ONE_BLOCK_VALUES values a channel
+    assert bs.one_block_levels(bs.ONE_BLOCK_VALUES) == 16 + 9 <= accuracy.BN_LEVELS
+    for dtype in accuracy.STORAGE_ULP:
+        for what in accuracy.BN_WHAT:
+            limit, why = accuracy.batchnorm_bound(dtype, what)
+            assert 0 < limit < 2.0 ** -5 and why
+    assert accuracy.batchnorm_bound("float32", "dx")[0] > accuracy.batchnorm_bound("float32", "y")[0]
+    with pytest.raises(ValueError):
+        accuracy.batchnorm_bound("float32", "dy")
+
+
+def _launches(fn):
+    with runtime.use(runtime.RecordingRuntime()) as rt:
+        fn()
+    return [(l.kernel, l.grid, l.block, l.shared) for l in rt.launches]
+
+
+def test_forward_and_backward_launch_the_plan():
+    """Two launches a direction: the partial kernel (its last blocks merge) and the elementwise pass."""
+    x, w = torch.zeros(32, 64, 56, 56), torch.ones(64)
+    got = _launches(lambda: bs.batch_norm_train_forward_split(x, w, w, w.clone(), w.clone()))
+    assert got == [("bn_partial_stats<float, float, float, 4u>", (64, 24, 1), (256, 1, 1), 0),
+                   ("bn_apply<float, float, false, 4u>", (1056, 1, 1), (256, 1, 1), 0)]
+    got = _launches(lambda: bs.batch_norm_train_backward_split(x, x, w, torch.zeros(64), torch.ones(64)))
+    assert got == [("bn_backward_partials<float, float, float, 4u>", (64, 24, 1), (256, 1, 1), 0),
+                   ("bn_backward_dx<float, float, false, 4u>", (1056, 1, 1), (256, 1, 1), 0)]
+
+
+@pytest.mark.parametrize("shape,one_block", [
+    ((32, 256, 14, 14), True), ((8, 512, 7, 7), True), ((32, 2048, 7, 7), True), ((32, 1024, 14, 14), True),
+    ((8, 256, 32, 32), True),     # ONE_BLOCK_VALUES values a channel: still one block
+    ((9, 256, 32, 32), False),    # 1024 more
+    ((32, 131, 14, 14), False),   # fewer channels than SMs
+    ((32, 512, 28, 28), False),   # long channels: the split wins
+    ((6304, 768), False), ((32, 256, 1, 1), False),  # columns input: never
+], ids=str)
+def test_short_channels_take_one_block_each(shape, one_block):
+    """NCHW with at most ONE_BLOCK_VALUES values a channel and C >= the SMs: bn_kernel's forward and
+    bn_backward_channel, one launch each, C blocks; otherwise the split's two launches."""
+    C, N, HW = shape[1], shape[0], math.prod(shape[2:])
+    x, w = torch.zeros(shape, dtype=torch.float16), torch.ones(C)
+    assert bs.one_block_per_channel(N, C, HW, HW == 1) == one_block
+    fwd = _launches(lambda: bs.batch_norm_train_forward_split(x, w, w, w.clone(), w.clone()))
+    bwd = _launches(lambda: bs.batch_norm_train_backward_split(x, x, w, torch.zeros(C), torch.ones(C)))
+    if one_block:
+        assert fwd == [("bn_train_forward<__half, float, float>", (C, 1, 1), (batchnorm.BLOCK, 1, 1), 0)]
+        assert bwd == [("bn_backward_channel<__half, float, float>", (C, 1, 1), (bs.CHANNEL_THREADS, 1, 1), 0)]
+    else:
+        cl = "_cl" if HW == 1 else ""
+        assert [g[0].split("<")[0] for g in fwd] == ["bn_partial_stats" + cl, "bn_apply"]
+        assert [g[0].split("<")[0] for g in bwd] == ["bn_backward_partials" + cl, "bn_backward_dx"]
+
+
+@pytest.mark.parametrize("shape,dtype,last_block", [
+    ((32, 64, 112, 112), torch.float16, False),   # the stem: 64 columns x 2048 slices in one tile
+    ((32, 64, 56, 56), torch.float32, False),
+    ((32, 128, 28, 28), torch.float16, True), ((32, 512, 28, 28), torch.float16, True),
+    ((6304, 768), torch.float16, True),
+], ids=str)
+def test_wide_tiles_leave_the_merge_to_the_finalize(shape, dtype, last_block):
+    """Columns input whose tile holds more than LAST_BLOCK_STATES states (width x S) passes
+    arrived = 0 to the partial kernel and launches the finalize (a warp per channel, C / 8 blocks)
+    before the elementwise pass, forward and backward; the others merge in the last block."""
+    C = shape[1]
+    x = torch.zeros(shape, dtype=dtype)
+    if x.dim() == 4:
+        x = x.to(memory_format=torch.channels_last)
+    w = torch.ones(C)
+    with runtime.use(runtime.RecordingRuntime()) as rt:
+        y, m, s = bs.batch_norm_train_forward_split(x, w, w)
+        bs.batch_norm_train_backward_split(x, x, w, m, s)
+    names = [k.template.name for k, _, _ in rt.calls]
+    if last_block:
+        assert names == ["bn_partial_stats_cl", "bn_apply", "bn_backward_partials_cl", "bn_backward_dx"]
+        assert rt.calls[0][2][2] != 0 and rt.calls[2][2][6] != 0
+    else:
+        assert names == ["bn_partial_stats_cl", "bn_finalize_stats", "bn_apply",
+                         "bn_backward_partials_cl", "bn_backward_finalize", "bn_backward_dx"]
+        assert rt.calls[0][2][2] == 0 and rt.calls[3][2][6] == 0  # no counters
+        S = rt.calls[0][1].grid[1]
+        for i in (1, 4):
+            assert rt.calls[i][1].grid[0] == -(-32 * C // bs.FINALIZE_THREADS)
+            assert rt.calls[i][2][0] == rt.calls[i - 1][2][5 if i == 4 else 1]  # the partials it merges
+            assert rt.calls[i][2][-5 if i == 1 else -3] == S
+
+
+def test_one_block_launch_arguments():
+    """bn_train_forward gets bn_kernel's arguments (as batchnorm.py's launcher passes them);
+    bn_backward_channel dy, x, the saved statistics, the weight, dweight, dbias, dx and (N, C, HW)."""
+    x, w, b = torch.zeros(8, 512, 7, 7), torch.ones(512), torch.zeros(512)
+    rm, rv = torch.zeros(512), torch.ones(512)
+    with runtime.use(runtime.RecordingRuntime()) as rt:
+        y, m, s = bs.batch_norm_train_forward_split(x, w, b, rm, rv, 0.25, 1e-3)
+        dx, dw, db = bs.batch_norm_train_backward_split(x, x, w, m, s)
+    (_, _, fa), (_, _, ba) = rt.calls
+    ptrs = lambda *ts: tuple(t.data_ptr() for t in ts)  # noqa: E731
+    assert fa == ptrs(x, w, b, y, m, s, rm, rv) + (8, 512, 49, 0.25, 1e-3)
+    assert ba == ptrs(x, x, m, s, w, dw, db, dx) + (8, 512, 49)
+
+
+class _StreamRuntime(runtime.RecordingRuntime):
+    """A RecordingRuntime whose current stream can be set."""
+    stream = 0
+
+    def getCurrentCUDAStream(self, device_index=None):
+        return self.stream
+
+
+def test_arrival_counters_per_device_and_stream():
+    """The last-block merges' counters: int32 zeros, one array per (device, stream), the same array
+    for every launch on that stream (forward and backward, call after call: no memset per call),
+    grown (zeros again) for a wider grid."""
+    bs._ARRIVED.clear()
+    x, w = torch.zeros(32, 64, 56, 56), torch.ones(64)
+    rt = _StreamRuntime()
+    with runtime.use(rt):
+        y, m, s = bs.batch_norm_train_forward_split(x, w, w)
+        bs.batch_norm_train_backward_split(x, x, w, m, s)
+        bs.batch_norm_train_forward_split(x, w, w)
+        rt.stream = 7
+        bs.batch_norm_train_forward_split(x, w, w)
+    where = {"bn_partial_stats": 2, "bn_backward_partials": 6}  # the `arrived` argument
+    arrived = [args[where[k.template.name]] for k, _, args in rt.calls if k.template.name in where]
+    assert len(arrived) == 4 and len(set(arrived[:3])) == 1 and arrived[3] != arrived[0]
+    assert set(bs._ARRIVED) == {("cpu", 0), ("cpu", 7)}
+    buf = bs._ARRIVED[("cpu", 0)]
+    assert buf.dtype == torch.int32 and buf.numel() >= 64 and not buf.any() and buf.data_ptr() == arrived[0]
+    assert all(k.template.params[where[k.template.name]] == "ptr" for k, _, _ in rt.calls if k.template.name in where)
+    # columns input: a counter per column tile
+    plan = bs.columns_plan(2, 40000, 4, True)
+    assert plan.grid[0] > bs._ARRIVED[("cpu", 7)].numel()
+    with runtime.use(rt):
+        bs.batch_norm_train_forward_split(torch.zeros(2, 40000), torch.ones(40000))
+    grown = bs._ARRIVED[("cpu", 7)]
+    assert grown.numel() >= plan.grid[0] and not grown.any() and rt.calls[-2][2][2] == grown.data_ptr()
+
+
+@pytest.mark.parametrize("shape,dtype,pdtype,channels_last,partial,apply", [
+    ((8, 16, 10, 10), torch.bfloat16, torch.float32, True, "bn_partial_stats_cl<__nv_bfloat16, float, float, 8u>",
+     "bn_apply<__nv_bfloat16, float, true, 8u>"),
+    ((256, 100), torch.float16, torch.float16, False, "bn_partial_stats_cl<__half, float, __half, 1u>",
+     "bn_apply<__half, float, false, 1u>"),
+    ((16, 32, 1, 1), torch.float32, torch.float32, False, "bn_partial_stats_cl<float, float, float, 4u>",
+     "bn_apply<float, float, true, 4u>"),
+    ((128, 64, 7, 7), torch.bfloat16, torch.bfloat16, False,
+     "bn_partial_stats<__nv_bfloat16, float, __nv_bfloat16, 1u>", "bn_apply<__nv_bfloat16, float, false, 1u>"),
+], ids=["channels_last", "2d", "hw1", "hw49"])
+def test_layouts_choose_their_kernels(shape, dtype, pdtype, channels_last, partial, apply):
+    """Channels-last and HW = 1 input are read as columns; NCHW with HW odd one value at a time; y
+    keeps x's memory format."""
+    C = shape[1]
+    x = torch.zeros(shape, dtype=dtype)
+    if channels_last:
+        x = x.to(memory_format=torch.channels_last)
+    w = torch.ones(C, dtype=pdtype)
+    out = {}
+    got = _launches(lambda: out.setdefault("y", bs.batch_norm_train_forward_split(x, w, w)[0]))
+    assert [g[0] for g in got] == [partial, apply]
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    assert out["y"].shape == x.shape and out["y"].dtype == dtype and out["y"].is_contiguous(memory_format=fmt)
+    got = _launches(lambda: bs.batch_norm_train_backward_split(torch.zeros(shape, dtype=dtype), x, w,
+                                                               torch.zeros(C), torch.ones(C)))
+    assert [g[0] for g in got] == [partial.replace("partial_stats", "backward_partials"),
+                                   apply.replace("apply", "backward_dx")]
+
+
+def test_autograd_records_the_split_backward():
+    """With x, weight or bias requiring grad, the forward goes through the autograd Function and
+    backward() launches the two backward kernels; a bias without a weight still gets sum(dy)."""
+    x = torch.zeros(4, 8, 6, 6, requires_grad=True)
+    w, b = torch.ones(8, requires_grad=True), torch.zeros(8, requires_grad=True)
+
+    def step(weight):
+        y = bs.batch_norm_train_forward_split(x, weight, b)[0]
+        y.backward(torch.ones_like(y))
+    got = _launches(lambda: step(w))
+    assert [g[0].split("<")[0] for g in got] == ["bn_partial_stats", "bn_apply", "bn_backward_partials",
+                                                 "bn_backward_dx"]
+    assert x.grad.shape == x.shape and w.grad.shape == b.grad.shape == (8,)
+    b.grad = None
+    _launches(lambda: step(None))
+    assert torch.equal(b.grad, torch.full((8,), 4.0 * 36))
+    with torch.no_grad():  # no graph: the launcher alone
+        assert len(_launches(lambda: bs.batch_norm_train_forward_split(x, w, b))) == 2
+
+
+def test_modules_choose_the_kernel_by_name():
+    """kernel=True is the split entry, "bn_kernel" the first kernel; anything else is refused; on the
+    CPU the modules compute with torch ops (no launch)."""
+    assert batchnorm._kernel_entry(True).name == "bn_split"
+    assert batchnorm._kernel_entry("bn_kernel").name == "bn_kernel"
+    assert batchnorm._kernel_entry(False) is None
+    for bad in ("three_pass", "bn_nope"):
+        with pytest.raises(ValueError, match="kernel must be"):
+            batchnorm.batch_norm(torch.zeros(4, 3), None, None, training=True, kernel=bad)
+    m = batchnorm.BatchNorm2d(3, kernel=True)
+    assert _launches(lambda: m(torch.randn(4, 3, 5, 5))) == []
+
+
+def test_empty_batch_launches_nothing():
+    x = torch.zeros(0, 3, 4, 4)
+    out = {}
+    assert _launches(lambda: out.setdefault("r", bs.batch_norm_train_forward_split(x))) == []
+    assert out["r"][0].shape == x.shape and out["r"][1].shape == (3,)
+
+
+def test_bad_input_is_refused_before_any_launch():
+    x, w = torch.zeros(4, 3, 2, 2), torch.ones(3)
+    fwd = bs.batch_norm_train_forward_split
+    bwd = bs.batch_norm_train_backward_split
+    m, s = torch.zeros(3), torch.ones(3)
+    cases = [
+        (lambda: fwd(x.double()), TypeError, "batch_norm_train_forward_split: x must be float32"),
+        (lambda: fwd(torch.zeros(5)), ValueError, "x must have at least 2 dims"),
+        (lambda: fwd(x, torch.ones(4)), ValueError, "weight must be"),
+        (lambda: fwd(x, None, None, torch.zeros(3)), ValueError, "both running_mean and running_var"),
+        (lambda: fwd(x, torch.ones(3, dtype=torch.float16)), TypeError, "parameters must be"),
+        (lambda: fwd(x, w, torch.ones(3, dtype=torch.float64)), ValueError, "bias must be a contiguous torch.float32"),
+        (lambda: fwd(torch.zeros(1, 3)), ValueError,
+         r"Expected more than 1 value per channel when training, got input size torch.Size\(\[1, 3\]\)"),
+        (lambda: bwd(x, x.double(), w, m, s), TypeError, "batch_norm_train_backward_split: x must be float32"),
+        (lambda: bwd(x[:2], x, w, m, s), ValueError, "dy must be a torch.float32 tensor of x's shape"),
+        (lambda: bwd(x.half(), x, w, m, s), ValueError, "dy must be"),
+        (lambda: bwd(x, x, torch.ones(3, dtype=torch.float16), m, s), TypeError, "parameters must be"),
+        (lambda: bwd(x, x, w, m.half(), s), ValueError, "save_mean must be a contiguous float32 vector of 3"),
+        (lambda: bwd(x, x, w, m, torch.ones(4)), ValueError, "save_invstd must be"),
+        (lambda: bwd(x, x, w, m, torch.ones(6)[::2]), ValueError, "save_invstd must be"),
+    ]
+    for fn, exc, msg in cases:
+        def call(fn=fn, exc=exc, msg=msg):
+            with pytest.raises(exc, match=msg):
+                fn()
+        assert _launches(call) == []
