@@ -299,7 +299,17 @@ PHRASES += [
 ]
 
 
+# the glossary's example of low occupancy: the fast dX kernel's most registers a thread, and its
+# achieved occupancy on rows of 4096 elements or more
+PHRASES += [
+    ("glossary.md", "row in up to {} registers a thread, runs at {} occupancy on long rows",
+     lambda: (max(c["registers"] for c in ncu("grad", "reimpl.fast")),
+              ncu_span("grad", "reimpl.fast", "achieved_occupancy_pct", "%", long_rows))),
+]
+
+
 @pytest.mark.parametrize("page_name, phrase, value", PHRASES, ids=[f"{p}:{s[:40]}" for p, s, _ in PHRASES])
 def test_prose_number_matches_results(page_name, phrase, value):
     filled = phrase.format(*value())
     assert filled in page(page_name), f"{page_name} should say: {filled}"
+

@@ -39,6 +39,15 @@ def test_no_page_shows_raw_source():
     assert not found, "\n".join(found)
 
 
+def test_no_glossary_hover_inside_a_drawing():
+    """The glossary's abbreviations are applied to every page's text; inside an inline SVG (a chart,
+    a thread diagram, a tree) an <abbr> is not drawn, and the words it wraps vanish from the picture."""
+    site = built_site()
+    for path in sorted(site.rglob("*.html")):
+        for svg in re.findall(r"<svg\b.*?</svg>", path.read_text(), re.S):
+            assert "<abbr" not in svg, f"{path.relative_to(site)}: a glossary term inside a drawing"
+
+
 def test_the_residue_check_finds_residue():
     page = "<p>{% fast_bandwidth fp32 flushed %}</p><p>see [x](../a.md) and **bold**</p><pre>{% ok %}</pre>"
     text = visible_text(page)

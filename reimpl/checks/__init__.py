@@ -11,6 +11,7 @@ launch plans and the benchmarks, and the GPU's own step trace.
     doctor.py                     the user's torch, CUDA, GPU and NVRTC against the pin
     releases.py                   torch releases' own kernels under our host dispatch
     ladder_errors.py, siblings_errors.py   the study kernels' measured errors
+    peers.py                      the public peer kernels the benchmarks time (Liger-Kernel, quack), each optional
 
 Layer: checks. May import: emulator, public, fast, ladder, mirror, upstream, device.
 Nothing below imports this package; the site and the command line do.

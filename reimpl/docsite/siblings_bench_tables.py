@@ -13,6 +13,8 @@ Rows: method, op, dtype, shape, kernel, ms, gbps, pct_copy (and layout, pass for
 """
 from __future__ import annotations
 
+import re
+
 from .ladder_tables import COLOURS, INK, SPARE, _data, _svg, caption
 
 BIG = 32 << 20  # a cell of at least 32 MB of copy-equivalent traffic: launch costs are noise there
@@ -86,7 +88,7 @@ def verdict_table(d: dict | None, op: str) -> str:
     rows = verdict(d, op)
     rivals = [r for r in RIVALS[op] if any(r in v["beats"] for v in rows)]
     head = "| dtype | method |" + (" pass |" if op == "batchnorm" else "") + " cells | % of copy, min – max |"
-    head += "".join(f" no slower than `{r}` (slowest ratio) |" for r in rivals)
+    head += "".join(f" no slower than {_code(r)} |" for r in rivals)
     lines = [caption(f"`{ours}` over every cell of at least 32 MB: its % of the copy's bandwidth, and in how many "
                      f"cells it took no longer than each other kernel timed in the same run (in brackets: the "
                      f"other's time over ours in the cell where that ratio is lowest)", d,
@@ -102,27 +104,112 @@ def verdict_table(d: dict | None, op: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+LAYOUT = {"nchw": "NCHW", "channels_last": "channels-last"}
+PASSES = ("forward", "forward_backward", "backward")
+PASS_TITLE = {"forward": "forward", "forward_backward": "forward + backward", "backward": "backward alone"}
+NOWRAP = "white-space: nowrap"
+
+
+def _code(name: str) -> str:
+    """A kernel's name in a Markdown table cell, kept on one line (the theme breaks code anywhere)."""
+    return f'<span style="{NOWRAP}">`{name}`</span>'
+
+
+def _shape(shape) -> str:
+    """A shape that does not wrap at its x's."""
+    return "&nbsp;x&nbsp;".join(map(str, shape))
+
+
+def _breakable(kernel: str) -> str:
+    """A long CUDA kernel name that may wrap only after `::` and before `_`, never mid-word, in a column
+    kept wide enough that it takes two or three lines, not one a word."""
+    name = kernel.replace("::", "::<wbr>").replace("_", "<wbr>_")
+    return f'<span style="display: inline-block; min-width: 13em">{name}</span>'
+
+
+
+def _ratio(x: float) -> str:
+    """Another kernel's time over ours; three decimals where two would round a shortfall up to 1.00."""
+    return f"{x:.3f}x" if f"{x:.2f}" == "1.00" and x < 1 else f"{x:.2f}x"
+
+
+def _shown(op: str) -> list[str]:
+    """ORDER as a reader meets it (table columns, legend): ours, torch's, the peers, then the earlier
+    rungs, the copy last."""
+    first = [OURS[op], RIVALS[op][0]] + [k for k in ORDER[op] if k.startswith(("liger", "quack"))]
+    return first + [k for k in ORDER[op] if k not in first]
+
+
 def _table(d: dict, op: str, dtype: str) -> str:
     cells = _cells(d, op)
     methods = list(dict.fromkeys(m for (_, m, _) in cells))
     labels = list(dict.fromkeys(l for (dt, _, l) in cells if dt == dtype))
-    kernels = [k for k in ORDER[op] if any(k in ks for (dt, _, _), ks in cells.items() if dt == dtype)]
-    lines = [caption(f"% of `x.clone()`'s bandwidth per cell and kernel, {op}, {dtype}, "
-                     + " / ".join(methods) + "; the copy's GB/s in its column", d,
-                     "bench.METHODS, each cell's kernels interleaved by round"),
-             "| shape | MB | " + " | ".join(f"`{k}`" for k in kernels) + " |", "|---|---:|" + "---:|" * len(kernels)]
-    for label in labels:
+    kernels = [k for k in _shown(op) if any(k in ks for (dt, _, _), ks in cells.items() if dt == dtype)]
+
+    def first(label):
         ref = next(cells[dtype, m, label] for m in methods if (dtype, m, label) in cells)
-        any_row = next(iter(ref.values()))
+        return next(iter(ref.values()))
+
+    bn = op == "batchnorm"
+    if bn:  # grouped as the chart's panels: by pass, then layout
+        labels.sort(key=lambda l: (PASSES.index(first(l)["pass"]), list(LAYOUT).index(first(l)["layout"])))
+    head = ("| pass | layout | shape | MB | " if bn else "| shape | MB | ")
+    lines = [caption(f"% of `x.clone()`'s bandwidth per cell and kernel, {op}, {dtype}; each cell "
+                     + " / ".join(methods) + "; the copy's own GB/s in its column", d,
+                     "bench.METHODS, each cell's kernels interleaved by round"),
+             head + " | ".join(f"`{k}`" if k != "copy" else "`copy`, GB/s" for k in kernels) + " |",
+             ("|---|---|---|---:|" if bn else "|---|---:|") + "---:|" * len(kernels)]
+    for label in labels:
+        any_row = first(label)
         vals = []
         for k in kernels:
             got = [cells.get((dtype, m, label), {}).get(k) for m in methods]
-            if k == "copy":
-                vals.append(" / ".join(f"{r['gbps']:.0f} GB/s" if r else "—" for r in got))
-            else:
-                vals.append(" / ".join(f"{r['pct_copy']:.0f}" if r else "—" for r in got))
-        lines.append(f"| {label} | {nbytes(any_row) / 2**20:.0f} | " + " | ".join(vals) + " |")
+            key = "gbps" if k == "copy" else "pct_copy"
+            vals.append(" / ".join(f"{r[key]:.0f}" if r else "—" for r in got))
+        where = (f"{PASS_TITLE[any_row['pass']].replace(' alone', '')} | {LAYOUT[any_row['layout']]} | "
+                 if bn else "")
+        lines.append(f"| {where}{_shape(any_row['shape'])} | {nbytes(any_row) / 2**20:.0f} | " + " | ".join(vals) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _positions(d: dict, op: str, dtype: str, pass_: str | None = None):
+    """The x axis of a chart: [(x, label, tick)], the big cells first in the run's order (for BatchNorm,
+    NCHW then channels-last), a gap, then the rest; and [(x0, x1, group name)] for the groups."""
+    cells = _cells(d, op)
+    labels = [l for (dt, m, l) in cells if dt == dtype and m == "pipelined"
+              and (pass_ is None or next(iter(cells[dt, m, l].values())).get("pass") == pass_)]
+    row = {l: next(iter(cells[dtype, "pipelined", l].values())) for l in labels}
+    if op == "batchnorm":
+        groups = [(LAYOUT[lay], [l for l in labels if row[l]["layout"] == lay]) for lay in LAYOUT]
+        tick = {l: " x ".join(map(str, row[l]["shape"][1:] if len(row[l]["shape"]) == 4 else row[l]["shape"]))
+                for l in labels}
+    else:
+        big = [l for l in labels if nbytes(row[l]) >= BIG]
+        groups = [("", big), ("under 32 MB", [l for l in labels if l not in big])]
+        tick = {l: l for l in labels}
+    out, spans, x = [], [], 0
+    for gname, ls in groups:
+        if not ls:
+            continue
+        spans.append((x, x + len(ls) - 1, gname))
+        out += [(x + i, l, tick[l]) for i, l in enumerate(ls)]
+        x += len(ls) + 1  # a gap: a line is not drawn across it
+    return out, spans
+
+
+def _legend(fig, ax, name: str) -> None:
+    """Under the plot, as many columns as fit, entries read by rows (matplotlib fills columns)."""
+    handles, labels = ax.get_legend_handles_labels()
+    for ncols in range(min(5, len(labels)), 0, -1):
+        rows_in = [len(range(c, len(labels), ncols)) for c in range(ncols)]
+        at = [r * ncols + c for c in range(ncols) for r in range(rows_in[c])]
+        legend = fig.legend([handles[i] for i in at], [labels[i] for i in at], loc="outside lower center",
+                            ncols=ncols, fontsize=11.5, handlelength=2.2, columnspacing=1.6)
+        fig.draw_without_rendering()
+        if legend.get_window_extent().width <= fig.bbox.width - 8 or ncols == 1:
+            break
+        legend.remove()
+    legend.set_gid(f"{name}-legend")
 
 
 def _chart(d: dict, op: str, dtype: str, name: str, title: str) -> str:
@@ -132,34 +219,60 @@ def _chart(d: dict, op: str, dtype: str, name: str, title: str) -> str:
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
     cells = _cells(d, op)
-    labels = [l for (dt, m, l) in cells if dt == dtype and m == "pipelined"]
-    kernels = [k for k in ORDER[op] if k != "copy" and any(k in cells[dtype, "pipelined", l] for l in labels)]
+    bn = op == "batchnorm"
+    passes = [p for p in PASSES if _positions(d, op, dtype, p)[0]] if bn else [None]
+    kernels = [k for k in _shown(op) if k != "copy"
+               and any(k in ks for (dt, m, _), ks in cells.items() if dt == dtype and m == "pipelined")]
     spare = iter(SPARE)
-    rc = {"svg.fonttype": "none", "svg.hashsalt": name, "font.family": "sans-serif", "font.size": 11.5,
+    colour = {k: PEER_COLOURS.get(k) or COLOURS.get(k) or next(spare) for k in kernels}
+    rc = {"svg.fonttype": "none", "svg.hashsalt": name, "font.family": "sans-serif", "font.size": 12,
           "text.color": INK, "axes.labelcolor": INK, "axes.edgecolor": INK, "xtick.color": INK, "ytick.color": INK,
           "figure.facecolor": "none", "axes.facecolor": "none", "savefig.facecolor": "none",
           "savefig.edgecolor": "none", "legend.frameon": False}
     with matplotlib.rc_context(rc):
-        fig = Figure(figsize=(10, 5.6), layout="constrained")
-        ax = fig.add_subplot()
-        for k in kernels:
-            pts = [(i, cells[dtype, "pipelined", l][k]["pct_copy"]) for i, l in enumerate(labels)
-                   if k in cells[dtype, "pipelined", l]]
-            c = PEER_COLOURS.get(k) or COLOURS.get(k) or next(spare)
-            ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", markersize=4, linewidth=2 if k == OURS[op] else 1.3,
-                    color=c, label=k, zorder=3 if k == OURS[op] else 2)
-        ax.axhline(100, color=INK, linestyle=(0, (4, 2)), linewidth=1.2, label="copy (x.clone()) = 100%")
-        ax.axhline(90, color=INK, linestyle=":", linewidth=1, alpha=0.6, label="90% of copy")
-        ax.set_xticks(range(len(labels)), labels, rotation=60, ha="right", fontsize=9.5)
-        ax.set_ylim(0, 115)
-        ax.yaxis.grid(True, color=INK, alpha=0.18, linewidth=0.8)
-        for side in ("top", "right"):
-            ax.spines[side].set_visible(False)
-        ax.set_title(title, loc="left", fontsize=13, fontweight="bold", gid=f"{name}-title")
-        ax.set_xlabel("shape: M x N (rows x elements per row), in the run's order", gid=f"{name}-xlabel")
-        ax.set_ylabel("% of the copy's bandwidth (pipelined)", gid=f"{name}-ylabel")
-        legend = fig.legend(loc="outside lower center", ncols=4, fontsize=10.5)
-        legend.set_gid(f"{name}-legend")
+        # about the text column's width, so that the text is drawn near its stated size
+        fig = Figure(figsize=(9.2, 3.1 + 2.4 * len(passes)) if bn else (9.2, 6.4), layout="constrained")
+        axes = fig.subplots(len(passes), 1, sharex=True, squeeze=False)[:, 0]
+        for ax, pass_ in zip(axes, passes):
+            xs, spans = _positions(d, op, dtype, pass_)
+            for k in kernels:
+                ys = {x: cells[dtype, "pipelined", l][k]["pct_copy"] for x, l, _ in xs
+                      if k in cells[dtype, "pipelined", l]}
+                if not ys:
+                    continue
+                # NaN where a kernel was not timed and in the gaps: the line breaks there
+                xx = list(range(xs[-1][0] + 1))
+                ax.plot(xx, [ys.get(x, float("nan")) for x in xx], marker="o", markersize=4.5,
+                        linewidth=2.4 if k == OURS[op] else 1.4, color=colour[k], label=k,
+                        zorder=3 if k == OURS[op] else 2)
+            ax.axhline(100, color=INK, linestyle=(0, (4, 2)), linewidth=1.2, label="copy (x.clone()) = 100%")
+            if op in TARGET_90:
+                ax.axhline(90, color=INK, linestyle=":", linewidth=1, alpha=0.6, label="90% of the copy")
+            for x0, x1, gname in spans:
+                if x0:
+                    ax.axvline(x0 - 1, color=INK, linewidth=0.8, alpha=0.35)
+                if gname:
+                    ax.text((x0 + x1) / 2, 112 if not bn else 108, gname, ha="center", va="bottom", fontsize=11,
+                            style="italic")
+            ax.set_ylim(0, 118 if not bn else 114)
+            ax.set_yticks(range(0, 101, 20))
+            ax.yaxis.grid(True, color=INK, alpha=0.18, linewidth=0.8)
+            for side in ("top", "right"):
+                ax.spines[side].set_visible(False)
+            if bn:
+                ax.set_title(PASS_TITLE[pass_], loc="left", fontsize=12, pad=2)
+        ax = axes[-1]
+        few = len(xs) <= 8  # a few shapes read level; many are slanted to fit
+        ax.set_xticks([x for x, _, _ in xs], [t for _, _, t in xs], rotation=0 if few else 55,
+                      ha="center" if few else "right", rotation_mode="anchor", fontsize=10.5)
+        ax.set_xlim(-0.6, xs[-1][0] + 0.6)
+        fig.suptitle(title, x=0.01, ha="left", fontsize=13.5, fontweight="bold", gid=f"{name}-title")
+        xlabel = ("shape: C x H x W of a ResNet-50 layer at batch 32, or (N·L) x C of ViT tokens" if bn else
+                  "shape: M x N (rows x " + ("vocabulary" if op == "cross_entropy" else "elements per row")
+                  + "), by row width")
+        ax.set_xlabel(xlabel, fontsize=12, gid=f"{name}-xlabel")
+        fig.supylabel("% of the copy's bandwidth (pipelined)", fontsize=12, gid=f"{name}-ylabel")
+        _legend(fig, axes[0], name)
         buf = io.StringIO()
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
     return buf.getvalue()
@@ -169,8 +282,15 @@ def bandwidth(d: dict | None, op: str, dtype: str) -> str:
     if d is None or not any(r["op"] == op and r["dtype"] == dtype for r in d["rows"]):
         return "*Not measured yet: run `python scripts/gpu/siblings_bench.py results/siblings_bench.json` on a GPU.*\n"
     name = f"siblings-{op}-{dtype}".replace("_", "-")
-    title = f"{op.replace('_', '-')} {dtype}: % of copy bandwidth per shape, {d['device']}"
-    return _svg(_chart(d, op, dtype, name, title), name, title) + _data(_table(d, op, dtype))
+    title = f"{op.replace('_', '-')} {dtype}: % of the copy's bandwidth per shape, {d['device']}"
+    data = _data(_table(d, op, dtype))
+    # the data table: kernel names whole, shapes on one line, cells padded less than the theme's so
+    # that more of the table shows before it scrolls
+    compact = "padding: .6em .8em; min-width: 0"
+    data = re.sub(r'<(t[hd])( style="([^"]*)")?>', lambda m: f'<{m.group(1)} style="{m.group(3) or ""}{compact}">',
+                  data)
+    data = re.sub(r'<th style="([^"]*)"><code>', rf'<th style="\1; {NOWRAP}"><code>', data)
+    return f'<div class="diagram-box">{_svg(_chart(d, op, dtype, name, title), name, title)}{data}</div>'
 
 
 def expand(kind: str, arg: str | None, load, load_ncu) -> str | None:
@@ -191,17 +311,21 @@ def ncu_table(d: dict | None, op: str) -> str:
     if d is None:
         return "*Not profiled yet: run `OUT=results bash scripts/gpu/ncu_siblings.sh` on a GPU.*\n"
     rows = [c for c in d["cases"] if _ncu_op(c["kernel"]) == op and c["us"] >= NCU_MIN_US]
+    bn = op == "batchnorm"
     lines = [caption(f"Nsight Compute, {op}: each kernel of at least {NCU_MIN_US} µs a call launches, its time (µs), "
                      "the DRAM megabytes it read and wrote, the memory system's busiest unit and the SMs' busiest "
                      "pipe (% of peak), achieved occupancy (% of the SM's warps), registers a thread, and the bound "
-                     "that follows: the larger of memory and SM where it passes 60%, else latency", d,
+                     "that follows: memory or compute (SM), whichever is busier, where it passes 60%, else "
+                     "latency", d,
                      d["cache_control"]),
-             "| call | dtype | shape | kernel launched | µs | DRAM MB read / written | memory % | SM % "
-             "| occupancy % | registers | bound |",
-             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
+             "| call | " + ("layout | " if bn else "") + "dtype | shape | kernel launched | µs "
+             "| DRAM MB read / written | memory % | SM % | occupancy % | registers | bound |",
+             "|---|" + ("---|" if bn else "") + "---|---|---|---:|---:|---:|---:|---:|---:|---|"]
     for c in rows:
-        lines.append(f"| `{c['kernel']}` | {c['dtype']} | {' x '.join(map(str, c['shape']))} | {c['launched']} "
-                     f"| {c['us']:.1f} | {c['dram_read_mb']:.0f} / {c['dram_write_mb']:.0f} "
+        call, _, layout = c["kernel"].rstrip("]").partition("[")  # bn_split[nchw]: the call, its layout
+        where = f'<span style="{NOWRAP}">{LAYOUT.get(layout, layout)}</span> | ' if bn else ""
+        lines.append(f"| {_code(call)} | {where}{c['dtype']} | {_shape(c['shape'])} | {_breakable(c['launched'])} "
+                     f"| {c['us']:.1f} | {c['dram_read_mb']:.0f}&nbsp;/&nbsp;{c['dram_write_mb']:.0f} "
                      f"| {c['memory_sol_pct']:.0f} | {c['sm_sol_pct']:.0f} | {c['occupancy_pct']:.0f} "
                      f"| {c['registers']} | {c['bound']} |")
     return "\n".join(lines) + "\n"
@@ -218,23 +342,81 @@ def _ncu_op(kernel: str) -> str:
     return "softmax"
 
 
+def _beats(v: dict, skip: str = "") -> str:
+    """"; no slower than `a` in 3 of 4, `b` in 4 of 4" from a verdict row."""
+    said = [f"`{r}` in {w} of {n}" for r, (w, n) in v["beats"].items() if r != skip]
+    return f"; no slower than {', '.join(said)}" if said else ""
+
+
 def claim(d: dict | None, op: str) -> str:
-    """One sentence per dtype and method, from verdict(): the figures the prose would otherwise type."""
+    """The verdict as bullets, one per dtype and method (BatchNorm: nested by pass), then where our kernel
+    falls short, pipelined: the figures the prose would otherwise type."""
     if d is None:
         return ""
-    out = []
+    ours = OURS[op]
+    out, head = [], ""
     for v in verdict(d, op):
-        where = f"{v['dtype']}, {v['method']}" + (f", {v['pass'].replace('_', ' + ')}" if v["pass"] else "")
-        beats = "".join(f"; no slower than `{r}` in {w} of {n}" for r, (w, n) in v["beats"].items())
-        out.append(f"- {where}: `{OURS[op]}` at {min(v['pcts']):.0f}–{max(v['pcts']):.0f}% of copy over "
-                   f"{v['cells']} cells of at least 32 MB{beats}.")
+        span = f"`{ours}` at {min(v['pcts']):.0f}–{max(v['pcts']):.0f}% of copy over {v['cells']} cells{_beats(v)}."
+        if v["pass"]:
+            if head != f"- {v['dtype']}, {v['method']}:":
+                head = f"- {v['dtype']}, {v['method']}:"
+                out.append(head)
+            out.append(f"    - {PASS_TITLE[v['pass']].replace(' alone', '')}: {span}")
+        else:
+            out.append(f"- {v['dtype']}, {v['method']}: {span}")
+    cells = {v["dtype"]: v for v in verdict(d, op) if v["method"] == "pipelined"}
+    theirs = RIVALS[op][0]
+    if op == "batchnorm":
+        out.append(f"\nWhere `{ours}` is slower than `{theirs}`, pipelined, in cells of at least 32 MB (in "
+                   "brackets: torch's time over ours, below 1 where torch is faster):\n")
+        counted: dict = {}
+        for v in verdict(d, op):
+            if v["method"] == "pipelined" and theirs in v["beats"]:
+                w, n = v["beats"][theirs]
+                lost, total = counted.get(v["dtype"], (0, 0))
+                counted[v["dtype"]] = (lost + n - w, total + n)
+        for dtype, groups in _slower_bn(d).items():
+            lost, total = counted[dtype]
+            out.append(f"- {dtype}, slower in {lost} of {total} cells:")
+            for (layout, pass_), where in groups.items():
+                out.append(f"    - {LAYOUT[layout]}, {PASS_TITLE[pass_]}: {', '.join(where)}.")
+        return _keep_shapes("\n".join(out) + "\n")
     short = shortfalls(d, op)
     if short:
-        out.append("\nWhere it falls short, pipelined (cells of at least 32 MB):\n")
-        for dtype, (cells, slow) in short.items():
-            below = f"below 90% of copy: {', '.join(cells) or 'none'}; " if op in TARGET_90 else ""
-            out.append(f"- {dtype}, {below}slower than torch: {', '.join(slow) or 'none'}.")
-    return "\n".join(out) + "\n"
+        out.append(f"\nWhere `{ours}` falls short, pipelined, in cells of at least 32 MB (in brackets: its % of "
+                   f"copy, or torch's time over ours, below 1 where torch is faster):\n")
+        for dtype, (below, slow) in short.items():
+            n = cells[dtype]["cells"] if dtype in cells else len(below)
+            out.append(f"- {dtype}:")
+            if op in TARGET_90:
+                out.append(f"    - below 90% of copy in {len(below)} of {n} cells: {', '.join(below)}." if below else
+                           f"    - at 90% of copy or more in all {n} cells.")
+            out.append(f"    - slower than `{theirs}` in {len(slow)} of {n} cells: {', '.join(slow)}." if slow else
+                       f"    - no slower than `{theirs}` in any of the {n} cells.")
+    return _keep_shapes("\n".join(out) + "\n")
+
+
+def _keep_shapes(text: str) -> str:
+    """Shapes in running text (512 x 65536) kept on one line, with what is said of them in brackets."""
+    return re.sub(r"(?<=\d) \((?=\d)", "&nbsp;(", re.sub(r"(?<=\d) x (?=\d)", "&nbsp;x&nbsp;", text))
+
+
+def _slower_bn(d: dict) -> dict:
+    """BatchNorm, pipelined, big cells where ours took longer than torch's:
+    dtype -> {(layout, pass): ["32 x 64 x 56 x 56 (0.76x)", ...]}, NCHW first, forward first."""
+    theirs = RIVALS["batchnorm"][0]
+    out: dict = {}
+    for (dtype, method, label), ks in _cells(d, "batchnorm").items():
+        o = ks.get(OURS["batchnorm"])
+        if method != "pipelined" or not o or nbytes(o) < BIG or theirs not in ks or o["ms"] <= ks[theirs]["ms"]:
+            continue
+        out.setdefault(dtype, []).append(((list(LAYOUT).index(o["layout"]), PASSES.index(o["pass"])), o,
+                                          f"{' x '.join(map(str, o['shape']))} ({_ratio(ks[theirs]['ms'] / o['ms'])})"))
+    grouped: dict = {}
+    for dtype, items in out.items():
+        for _, o, text in sorted(items, key=lambda t: t[0]):
+            grouped.setdefault(dtype, {}).setdefault((o["layout"], o["pass"]), []).append(text)
+    return grouped
 
 
 def shortfalls(d: dict, op: str) -> dict:
@@ -248,5 +430,5 @@ def shortfalls(d: dict, op: str) -> dict:
         if ks[ours]["pct_copy"] < 90:
             below.append(f"{label} ({ks[ours]['pct_copy']:.1f}%)")
         if theirs in ks and ks[ours]["ms"] > ks[theirs]["ms"]:
-            slow.append(f"{label} ({ks[theirs]['ms'] / ks[ours]['ms']:.2f}x)")
+            slow.append(f"{label} ({_ratio(ks[theirs]['ms'] / ks[ours]['ms'])})")
     return out

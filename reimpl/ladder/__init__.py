@@ -14,7 +14,12 @@ bits; each rung's error is measured and bounded per input family (tests/gpu/test
 LayerNorm's siblings, the same reduce-then-broadcast pattern (each with its own launcher):
 
     batchnorm.py, cuda/batchnorm.cu   BatchNorm: torch-level modules and a training-forward kernel
-    softmax.py, cuda/softmax.cu       softmax: three-pass and online (m, d) kernels, a NumPy model
+    batchnorm_split.py, cuda/batchnorm_split.cu
+                                      BatchNorm split over many blocks per channel, Chan's merge,
+                                      forward and backward, NCHW and channels-last
+    softmax.py, cuda/softmax.cu       softmax: three-pass, online (m, d) and one-read kernels, a NumPy
+                                      model; launch.regs_plan picks the one-read shape
+    cross_entropy.py                  cross-entropy fused with its gradient (cuda/softmax.cu's row pass)
 
 Layer: ladder. May import: device. (The same NVRTC path and runtime as the mirror.)
 """

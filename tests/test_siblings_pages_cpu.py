@@ -1,0 +1,61 @@
+"""CPU: the sibling pages' sentences that state a fact of the profile, checked against the committed
+Nsight Compute data (results/ncu_siblings.json), so a page cannot keep a claim the data no longer
+backs: the one-read kernels read the row from DRAM once, the fused cross-entropy reads the logits
+once and writes only the gradient, and torch's BatchNorm forward is cuDNN's for float32 input and its
+own two kernels for 16-bit input."""
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+NCU = json.loads((ROOT / "results" / "ncu_siblings.json").read_text())
+ITEMSIZE = {"fp32": 4, "bf16": 2, "fp16": 2}
+
+
+def _page(name: str) -> str:
+    return " ".join((ROOT / "docs" / "ladder" / name).read_text().split())
+
+
+def _row_mb(c: dict) -> float:
+    n = 1
+    for s in c["shape"]:
+        n *= s
+    return n * ITEMSIZE[c["dtype"]] / 1e6
+
+
+def test_one_read_reads_the_row_once():
+    assert "That is the one idea of `one_read`: read each element once" in _page("softmax.md")
+    cases = [c for c in NCU["cases"] if c["kernel"] == "one_read"]
+    assert cases
+    for c in cases:  # within 2% of the row's bytes: one read from DRAM, the rest from L2 or not at all
+        assert c["dram_read_mb"] <= 1.02 * _row_mb(c), c
+
+
+def test_the_two_pass_kernels_read_long_rows_more_than_once():
+    """The page's reason for the one-read kernel: where a row does not stay in the L2 between passes,
+    the three-pass kernel reads it from DRAM again."""
+    long = [c for c in NCU["cases"] if c["kernel"] == "three_pass" and c["shape"][1] >= 131072]
+    assert long and all(c["dram_read_mb"] >= 2.5 * _row_mb(c) for c in long), long
+
+
+def test_fused_cross_entropy_reads_the_logits_once_and_writes_only_the_gradient():
+    assert "The probabilities are never stored, and the logits are read once." in _page("softmax.md")
+    fused = [c for c in NCU["cases"] if c["kernel"] == "cross_entropy_fused" and c["launched"].startswith("ladder::")]
+    assert fused
+    for c in fused:
+        assert c["dram_read_mb"] <= 1.02 * _row_mb(c) and c["dram_write_mb"] <= 1.02 * _row_mb(c), c
+    torch = [c for c in NCU["cases"] if c["kernel"] == "torch_cross_entropy"]
+    for shape, dtype in {(tuple(c["shape"]), c["dtype"]) for c in fused}:
+        read = sum(c["dram_read_mb"] for c in torch if tuple(c["shape"]) == shape and c["dtype"] == dtype)
+        assert read > 1.5 * _row_mb({"shape": shape, "dtype": dtype})
+
+
+def test_torch_batchnorm_forward_kernels_are_as_the_page_says():
+    assert ("Torch's forward is cuDNN's for float32 input and its own two kernels (statistics, then transform) "
+            "for 16-bit input") in _page("batchnorm.md")
+    torch = [c for c in NCU["cases"] if c["kernel"].startswith("torch_batch_norm") and c["us"] >= 5]
+    assert torch
+    for c in torch:
+        if c["dtype"] == "fp32":
+            assert c["launched"].startswith("cudnn::"), c
+        else:
+            assert c["launched"].startswith("native::batch_norm_"), c
