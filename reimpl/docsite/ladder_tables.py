@@ -236,22 +236,26 @@ def _figure(rows: list, order, name: str, title: str, ylabel: str) -> str:
         handles, labels = ax.get_legend_handles_labels()
         handles.append(Line2D([], [], color=INK, linestyle=(0, (4, 2)), linewidth=1.4))
         labels.append(COPY_LABEL)
-        # as many columns as fit the figure's width; matplotlib fills a legend column by column, so
-        # order the entries for it to read by rows
-        for ncols in range(min(5, len(labels)), 0, -1):
-            rows_in = [len(range(c, len(labels), ncols)) for c in range(ncols)]
-            at = [r * ncols + c for c in range(ncols) for r in range(rows_in[c])]
-            legend = fig.legend([handles[i] for i in at], [labels[i] for i in at], loc="outside lower center",
-                                ncols=ncols, fontsize=11, handlelength=2.2, columnspacing=1.6)
-            fig.draw_without_rendering()
-            if legend.get_window_extent().width <= fig.bbox.width - 8 or ncols == 1:
-                break
-            legend.remove()
-        legend.set_gid(f"{name}-legend")
+        legend_below(fig, handles, labels, name)
         # saved inside the rc context: svg.fonttype and svg.hashsalt are read when the SVG is written
         buf = io.StringIO()
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
     return buf.getvalue()
+
+
+def legend_below(fig, handles, labels, name: str, fontsize: float = 11) -> None:
+    """The legend under the plot, in as many columns as fit the figure's width; matplotlib fills a
+    legend column by column, so the entries are ordered for it to read by rows."""
+    for ncols in range(min(5, len(labels)), 0, -1):
+        rows_in = [len(range(c, len(labels), ncols)) for c in range(ncols)]
+        at = [r * ncols + c for c in range(ncols) for r in range(rows_in[c])]
+        legend = fig.legend([handles[i] for i in at], [labels[i] for i in at], loc="outside lower center",
+                            ncols=ncols, fontsize=fontsize, handlelength=2.2, columnspacing=1.6)
+        fig.draw_without_rendering()
+        if legend.get_window_extent().width <= fig.bbox.width - 8 or ncols == 1:
+            break
+        legend.remove()
+    legend.set_gid(f"{name}-legend")
 
 
 def _svg(svg: str, name: str, title: str) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from .ladder_tables import COLOURS, INK, SPARE, _data, _svg, caption
+from .ladder_tables import COLOURS, INK, SPARE, _data, _svg, caption, legend_below
 
 BIG = 32 << 20  # a cell of at least 32 MB of copy-equivalent traffic: launch costs are noise there
 TARGET_90 = ("softmax", "cross_entropy")  # the ops held to 90% of copy; BatchNorm is held to torch's speed
@@ -198,18 +198,8 @@ def _positions(d: dict, op: str, dtype: str, pass_: str | None = None):
 
 
 def _legend(fig, ax, name: str) -> None:
-    """Under the plot, as many columns as fit, entries read by rows (matplotlib fills columns)."""
     handles, labels = ax.get_legend_handles_labels()
-    for ncols in range(min(5, len(labels)), 0, -1):
-        rows_in = [len(range(c, len(labels), ncols)) for c in range(ncols)]
-        at = [r * ncols + c for c in range(ncols) for r in range(rows_in[c])]
-        legend = fig.legend([handles[i] for i in at], [labels[i] for i in at], loc="outside lower center",
-                            ncols=ncols, fontsize=11.5, handlelength=2.2, columnspacing=1.6)
-        fig.draw_without_rendering()
-        if legend.get_window_extent().width <= fig.bbox.width - 8 or ncols == 1:
-            break
-        legend.remove()
-    legend.set_gid(f"{name}-legend")
+    legend_below(fig, handles, labels, name, fontsize=11.5)
 
 
 def _chart(d: dict, op: str, dtype: str, name: str, title: str) -> str:
