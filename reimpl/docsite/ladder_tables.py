@@ -198,11 +198,7 @@ def _figure(rows: list, order, name: str, title: str, ylabel: str) -> str:
     cell = {(r["kernel"], r["M"], r["N"]): r["gbps"] for r in rows}
     spare = iter(SPARE)
     colour = {k: COLOURS.get(k) or next(spare) for k in kernels}
-    rc = {"svg.fonttype": "none", "svg.hashsalt": name, "font.family": "sans-serif", "font.size": 11.5,
-          "text.color": INK, "axes.labelcolor": INK, "axes.edgecolor": INK, "xtick.color": INK,
-          "ytick.color": INK, "figure.facecolor": "none", "axes.facecolor": "none",
-          "savefig.facecolor": "none", "savefig.edgecolor": "none", "legend.frameon": False}
-    with matplotlib.rc_context(rc):
+    with matplotlib.rc_context(chart_style(name, 11.5)):
         fig = Figure(figsize=(10, 5.8 + 0.25 * (len(kernels) // 4)), layout="constrained")
         ax = fig.add_subplot()
         width = 0.86 / len(kernels)
@@ -241,6 +237,15 @@ def _figure(rows: list, order, name: str, title: str, ylabel: str) -> str:
         buf = io.StringIO()
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
     return buf.getvalue()
+
+
+def chart_style(name: str, font_size: float) -> dict:
+    """matplotlib's settings for every chart here: text as text in INK (made currentColor by _svg), no
+    backgrounds (the page's palette shows through), ids salted by the chart's name."""
+    return {"svg.fonttype": "none", "svg.hashsalt": name, "font.family": "sans-serif", "font.size": font_size,
+            "text.color": INK, "axes.labelcolor": INK, "axes.edgecolor": INK, "xtick.color": INK,
+            "ytick.color": INK, "figure.facecolor": "none", "axes.facecolor": "none",
+            "savefig.facecolor": "none", "savefig.edgecolor": "none", "legend.frameon": False}
 
 
 def legend_below(fig, handles, labels, name: str, fontsize: float = 11) -> None:

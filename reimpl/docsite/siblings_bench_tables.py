@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import re
 
-from .ladder_tables import COLOURS, INK, SPARE, _data, _svg, caption, legend_below
+from .ladder_tables import COLOURS, INK, SPARE, _data, _svg, caption, chart_style, legend_below
 
 BIG = 32 << 20  # a cell of at least 32 MB of copy-equivalent traffic: launch costs are noise there
 TARGET_90 = ("softmax", "cross_entropy")  # the ops held to 90% of copy; BatchNorm is held to torch's speed
-ITEMSIZE = {"fp32": 4, "bf16": 2, "fp16": 2}
 # per op: our kernel, the kernels it is held against, and the copy-equivalent bytes of a shape
 OURS = {"softmax": "one_read", "cross_entropy": "cross_entropy_fused", "batchnorm": "bn_split"}
 RIVALS = {"softmax": ("torch_softmax", "three_pass", "online_block", "liger_softmax", "quack_softmax"),
@@ -215,11 +214,7 @@ def _chart(d: dict, op: str, dtype: str, name: str, title: str) -> str:
                and any(k in ks for (dt, m, _), ks in cells.items() if dt == dtype and m == "pipelined")]
     spare = iter(SPARE)
     colour = {k: PEER_COLOURS.get(k) or COLOURS.get(k) or next(spare) for k in kernels}
-    rc = {"svg.fonttype": "none", "svg.hashsalt": name, "font.family": "sans-serif", "font.size": 12,
-          "text.color": INK, "axes.labelcolor": INK, "axes.edgecolor": INK, "xtick.color": INK, "ytick.color": INK,
-          "figure.facecolor": "none", "axes.facecolor": "none", "savefig.facecolor": "none",
-          "savefig.edgecolor": "none", "legend.frameon": False}
-    with matplotlib.rc_context(rc):
+    with matplotlib.rc_context(chart_style(name, 12)):
         # about the text column's width, so that the text is drawn near its stated size
         fig = Figure(figsize=(9.2, 3.1 + 2.4 * len(passes)) if bn else (9.2, 6.4), layout="constrained")
         axes = fig.subplots(len(passes), 1, sharex=True, squeeze=False)[:, 0]

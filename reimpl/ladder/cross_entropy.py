@@ -16,6 +16,8 @@ it must read to know (one small device-to-host copy).
 """
 from __future__ import annotations
 
+import torch
+
 from .launch import launch, regs_plan, storage_type
 from .softmax import aligned, row_kernel
 
@@ -23,7 +25,6 @@ REDUCTIONS = ("mean", "sum")
 
 
 def _check(logits, target, reduction):
-    import torch
     T = storage_type(logits, "cross_entropy")
     if logits.dim() != 2:
         raise ValueError(f"cross_entropy: logits must be 2-D (rows, classes), got {logits.dim()}-D")
@@ -41,7 +42,6 @@ def _check(logits, target, reduction):
 
 def loss_and_grad(logits, target, ignore_index: int = -100, reduction: str = "mean", plan=None):
     """The loss (a float32 scalar) and its gradient with respect to `logits` (logits' shape and dtype)."""
-    import torch
     T = _check(logits, target, reduction)
     X, t = logits.contiguous(), target.contiguous()
     M, N = X.shape
@@ -62,33 +62,23 @@ def loss_and_grad(logits, target, ignore_index: int = -100, reduction: str = "me
     return loss, grad
 
 
-class _CrossEntropy:
-    """torch.autograd.Function, built on first use (the module imports no torch)."""
-    fn = None
+class CrossEntropy(torch.autograd.Function):
+    """loss_and_grad under autograd: the gradient made in the forward, scaled in the backward."""
 
-    @classmethod
-    def get(cls):
-        if cls.fn is None:
-            import torch
+    @staticmethod
+    def forward(ctx, logits, target, ignore_index, reduction):
+        loss, grad = loss_and_grad(logits, target, ignore_index, reduction)
+        ctx.save_for_backward(grad)
+        return loss
 
-            class CrossEntropy(torch.autograd.Function):
-                @staticmethod
-                def forward(ctx, logits, target, ignore_index, reduction):
-                    loss, grad = loss_and_grad(logits, target, ignore_index, reduction)
-                    ctx.save_for_backward(grad)
-                    return loss
-
-                @staticmethod
-                def backward(ctx, grad_output):
-                    (grad,) = ctx.saved_tensors
-                    if not torch.equal(grad_output, torch.ones_like(grad_output)):
-                        grad = grad * grad_output.to(grad.dtype)
-                    return grad, None, None, None
-
-            cls.fn = CrossEntropy
-        return cls.fn
+    @staticmethod
+    def backward(ctx, grad_output):
+        (grad,) = ctx.saved_tensors
+        if not torch.equal(grad_output, torch.ones_like(grad_output)):
+            grad = grad * grad_output.to(grad.dtype)
+        return grad, None, None, None
 
 
 def cross_entropy(logits, target, ignore_index: int = -100, reduction: str = "mean"):
     """F.cross_entropy's loss for (M, N) logits and (M,) class indices, differentiable in logits."""
-    return _CrossEntropy.get().apply(logits, target, ignore_index, reduction)
+    return CrossEntropy.apply(logits, target, ignore_index, reduction)

@@ -72,15 +72,17 @@ class Out:
         print(method, op, dname, shape, {k: round(v * 1e3, 1) for k, v in ms.items()}, "us", flush=True)
 
 
-SKIPPED: list = []  # (kernel, shape, dtype, why): a peer that refuses a shape (quack wants N % 16 bytes == 0)
+SKIPPED: list = []  # a peer that refuses a cell's shape (quack wants rows of a multiple of 16 bytes)
 
 
-def time_cell(fns, method):
+def time_cell(fns, method, cell=None):
+    """Median ms of each kernel of a cell; a peer that raises on the cell (`cell`: its dtype and shape)
+    is recorded in SKIPPED and left out, not fatal."""
     for k in [k for k in fns if k.startswith(("liger_", "quack_"))]:
         try:
             fns[k]()
-        except Exception as e:  # noqa: BLE001 - a peer's refusal is recorded, not fatal
-            SKIPPED.append({"kernel": k, "why": f"{type(e).__name__}: {str(e)[:160]}"})
+        except Exception as e:  # noqa: BLE001
+            SKIPPED.append({"kernel": k, **(cell or {}), "why": f"{type(e).__name__}: {str(e)[:160]}"})
             del fns[k]
     return gpu_time(fns, reps=REPS, rounds=ROUNDS, flush_l2=method == "flushed")
 
@@ -88,9 +90,7 @@ def time_cell(fns, method):
 def time_rows(out, op, dname, x, fns, methods):
     """One cell of a row-wise op by each method: x read once and an output of its size written."""
     for method in methods:
-        ms = time_cell(fns, method)
-        for sk in SKIPPED:  # the peers this cell refused
-            sk.setdefault("dtype", dname), sk.setdefault("shape", list(x.shape))
+        ms = time_cell(fns, method, {"dtype": dname, "shape": list(x.shape)})
         out.add(method, op, dname, tuple(x.shape), ms, 2 * x.numel() * x.element_size())
 
 
