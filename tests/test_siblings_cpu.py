@@ -172,7 +172,7 @@ def test_every_softmax_kernel_has_a_bound_for_every_length():
     for k in softmax.KERNELS.values():
         for dtype in accuracy.STORAGE_ULP:
             for N in se.SOFTMAX_NS:
-                limit, why = accuracy.softmax_bound(softmax.row_threads(k.name, dtype, N), dtype, N)
+                limit, why = softmax.bound(k.name, dtype, N)
                 assert limit >= 1 and why
 
 

@@ -9,35 +9,32 @@ import torch
 
 from reimpl.device import runtime
 from reimpl.ladder import cross_entropy, softmax
-from reimpl.ladder.launch import REGS_CLUSTERS, REGS_MAX_BLOCK, SMEM_MAX, regs_plan, regs_table
+from reimpl.ladder.launch import REGS_CLUSTERS, REGS_MAX_BLOCK, REGS_WARP_MOST, SMEM_FROM, SMEM_MAX, regs_plan, regs_table
 
 WIDTHS = sorted({1, 2, 3, 7, 8, 31, 100, 127, 128, 129, 768, 1000, 1024, 1025, 1536, 4095, 5120, 12288, 32000,
                  50257, 65536, 65537, 128256, 131072, 262143, 262144})
 
 
-def _elements(plan, N):
-    """The element indices each (block rank, thread) holds, as the kernel computes them."""
-    if plan.smem:  # block `rank` stages [rank * share, (rank + 1) * share) of the row, 16 bytes a copy
-        seen = []
-        for rank in range(plan.cluster):
-            first = rank * plan.share
-            n = min(N - first, plan.share)
-            for lane in range(plan.block):
-                for i in range(lane * plan.vec, max(n, 0), plan.block * plan.vec):
-                    seen += [first + i + j for j in range(plan.vec)]
-        return np.array(seen)
+def _elements(plan, N, lead):
+    """The row elements each (block rank, thread) holds, as the kernel computes them, for a row whose
+    first element sits `lead` elements into a 16-byte word: block `rank` holds window positions
+    [rank * S, (rank + 1) * S), thread `lane` the words k * lanes + lane (registers) or lane, lane +
+    lanes, ... (shared memory), and position q is element q - lead."""
     lanes = plan.lanes or plan.block
-    chunk = plan.vecs * plan.vec
-    seen = []
+    S = plan.share if plan.smem else lanes * plan.vecs * plan.vec
+    seen, words = [], []
     for rank in range(plan.cluster):
-        first = rank * plan.block * chunk if not plan.lanes else 0
+        first = rank * S - lead
         for lane in range(lanes):
-            for k in range(plan.vecs):
-                i = (k * lanes + lane) * plan.vec
-                for j in range(plan.vec):
-                    if i < N - first:
-                        seen.append(first + i + j)
-    return np.array(seen)
+            if plan.smem:
+                ps = range(lane * plan.vec, min(S, N - first), lanes * plan.vec)
+            else:
+                ps = [(k * lanes + lane) * plan.vec for k in range(plan.vecs)]
+            for p in ps:
+                held = [first + p + j for j in range(plan.vec) if 0 <= first + p + j < N]
+                seen += held
+                words += [first + p + lead] if held else []
+    return np.array(seen), np.array(words)
 
 
 @pytest.mark.parametrize("itemsize", [4, 2])
@@ -46,22 +43,28 @@ def test_plan_covers_the_row_once(N, itemsize):
     plan = regs_plan(N, itemsize, True)
     assert plan is not None
     if plan.smem:
-        assert plan.share * itemsize <= SMEM_MAX and plan.cluster in REGS_CLUSTERS
+        assert plan.share * itemsize <= SMEM_MAX and plan.cluster in REGS_CLUSTERS and plan.share % plan.vec == 0
     else:
         assert plan.targs in regs_table(itemsize)
     assert plan.block <= REGS_MAX_BLOCK and plan.block % 32 == 0
-    got = _elements(plan, N)
-    assert np.array_equal(np.sort(got), np.arange(N)), (N, plan)
-    assert N % plan.vec == 0
+    for lead in range(plan.vec if N % plan.vec else 1):  # where in a word a row may start
+        got, words = _elements(plan, N, lead)
+        assert np.array_equal(np.sort(got), np.arange(N)), (N, lead, plan)
+        assert (words % plan.vec == 0).all()  # every load is of a whole 16-byte word
 
 
 def test_plan_is_the_smallest_that_holds_the_row_and_none_past_the_largest():
     assert regs_plan(10**6, 4) is None and regs_plan(10**6, 2) is None  # past what 8 blocks stage
     assert regs_plan(262148, 4).smem and regs_plan(262148, 4, aligned=False) is None
-    assert regs_plan(128, 4).lanes == 32 and regs_plan(128, 2).lanes == 16
+    for N, itemsize in [(128, 4), (128, 2), (200, 4), (512, 2)]:  # the fewest lanes at most REGS_WARP_MOST words
+        p = regs_plan(N, itemsize)
+        assert p.vecs <= REGS_WARP_MOST[itemsize] and p.lanes * p.vecs * p.vec >= N
+        assert p.lanes == 4 or -(-N // (p.lanes // 2 * p.vec)) > REGS_WARP_MOST[itemsize]
     assert regs_plan(32768, 4).cluster == 1 and regs_plan(32769, 4).cluster == 2
-    assert regs_plan(12288, 2).smem and not regs_plan(12288, 4).smem and not regs_plan(12288, 2, aligned=False).smem
+    assert regs_plan(SMEM_FROM[2], 2).smem and not regs_plan(SMEM_FROM[2] - 8, 2).smem
+    assert not regs_plan(SMEM_FROM[2], 2, aligned=False).smem
     assert regs_plan(4096, 4, aligned=False).vec == 1 and regs_plan(4096, 4).vec == 4
+    assert regs_plan(50257, 2).vec == 8  # rows off the word boundary still take 16-byte words
 
 
 def _launches(fn):
@@ -72,13 +75,13 @@ def _launches(fn):
 
 def test_launches_follow_the_plan():
     assert _launches(lambda: softmax.run("one_read", torch.zeros(5, 262144))) == [
-        ("softmax_online_smem<float, float, 4u, 8u>", (40, 1, 1), (256, 1, 1), 131072)]
+        ("softmax_online_smem<float, float, 4u, 8u>", (40, 1, 1), (512, 1, 1), 131072)]
     assert _launches(lambda: softmax.run("one_read", torch.zeros(5, 8192))) == [
         ("softmax_online_regs<float, float, 4u, 8u, 0u, 1u>", (5, 1, 1), (256, 1, 1), 0)]
     assert _launches(lambda: softmax.run("one_read", torch.zeros(37, 128, dtype=torch.bfloat16))) == [
-        ("softmax_online_regs<__nv_bfloat16, float, 8u, 1u, 16u, 1u>", (5, 1, 1), (128, 1, 1), 0)]
+        ("softmax_online_regs<__nv_bfloat16, float, 8u, 4u, 4u, 1u>", (2, 1, 1), (128, 1, 1), 0)]
     assert _launches(lambda: cross_entropy.loss_and_grad(torch.zeros(4, 50257), torch.zeros(4, dtype=torch.int64))) == [
-        ("cross_entropy_regs<float, float, 1u, 64u, 0u, 2u>", (8, 1, 1), (416, 1, 1), 0)]
+        ("cross_entropy_regs<float, float, 4u, 16u, 0u, 2u>", (8, 1, 1), (416, 1, 1), 0)]
     assert _launches(lambda: softmax.run("one_read", torch.zeros(2, 10**6))) == [
         ("softmax_online_block<float, float>", (2, 1, 1), (256, 1, 1), 0)]
 

@@ -183,6 +183,16 @@ def batchnorm_backward_scales(x, dy, weight, eps: float = 1e-5):
             dy.abs().sum(dims))
 
 
+def batchnorm_param_grads64(x, dy, eps: float = 1e-5):
+    """dweight and dbias in float64 from the stored x and dy: Σ dy x̂ and Σ dy per channel, x̂ from
+    float64 statistics. The reference both sides' parameter gradients are held to."""
+    x, dy = x.double(), dy.double()
+    dims = [0, *range(2, x.dim())]
+    mean = x.mean(dims, keepdim=True)
+    invstd = (x.var(dims, correction=0, keepdim=True) + eps).rsqrt()
+    return (dy * (x - mean) * invstd).sum(dims), dy.sum(dims)
+
+
 def _rel_where_torch_is(ours, theirs, scale=None) -> float:
     """The largest |ours - torch| / scale (default max(|torch|, 1)) where torch's value and the scale
     are numbers; NaN if ours is NaN there."""
@@ -234,6 +244,7 @@ def measure_batchnorm_split(dtype: str, param_dtype: str, family: str, shape: tu
     ty = F.batch_norm(xt, trm, trv, wt, bt, True, momentum, eps)
     ty.backward(dy)
     sdx, sdw, sdb = batchnorm_backward_scales(x, dy, w, eps)
+    dw64, db64 = batchnorm_param_grads64(x, dy, eps)
     pairs = ((y, ty), (mean, tmean), (invstd, tinvstd), (ours_rm, trm), (ours_rv, trv), (dx, xt.grad),
              (dw, wt.grad), (db, bt.grad))
     return {"dtype": dtype, "param_dtype": param_dtype, "family": family, "shape": list(shape), "layout": layout,
@@ -243,6 +254,10 @@ def measure_batchnorm_split(dtype: str, param_dtype: str, family: str, shape: tu
             "running_mean_rel": _rel_where_torch_is(ours_rm, trm), "running_var_rel": _rel_where_torch_is(ours_rv, trv),
             "dx_rel": _rel_where_torch_is(dx, xt.grad, sdx), "dweight_rel": _rel_where_torch_is(dw, wt.grad, sdw),
             "dbias_rel": _rel_where_torch_is(db, bt.grad, sdb),
+            # both sides' parameter gradients against float64 (where the two disagree, which is off)
+            "dweight_rel_f64": _rel_where_torch_is(dw, dw64, sdw), "dbias_rel_f64": _rel_where_torch_is(db, db64, sdb),
+            "torch_dweight_rel_f64": _rel_where_torch_is(wt.grad, dw64, sdw),
+            "torch_dbias_rel_f64": _rel_where_torch_is(bt.grad, db64, sdb),
             "nan_positions_match": all(bool((torch.isnan(a) == torch.isnan(t)).all()) for a, t in pairs),
             "layout_kept": y.is_contiguous(memory_format=fmt) and dx.is_contiguous(memory_format=fmt),
             "dtypes": [str(t.dtype).removeprefix("torch.") for t in (y, dx, dw, db)]}

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ..ladder import accuracy, registry
-from ..ladder.softmax import KERNELS as SOFTMAX_KERNELS, row_threads
+from ..ladder.softmax import KERNELS as SOFTMAX_KERNELS, bound as softmax_bound
 from . import siblings_bench_tables
 from .ladder_tables import caption
 
@@ -55,7 +55,7 @@ def softmax_errors(d: dict | None, kernel: str) -> str:
     for r in d["softmax"]:
         if r["kernel"] != kernel:
             continue
-        limit = accuracy.softmax_bound(row_threads(kernel, r["dtype"], r["N"]), r["dtype"], r["N"])[0]
+        limit = softmax_bound(kernel, r["dtype"], r["N"])[0]
         w = worst.setdefault((r["family"], r["dtype"]), {"ratio": -1.0, "nan": True, "same": 1.0, "rel": 0.0,
                                                          "trel": 0.0})
         if r["max_ulp_to_torch"] / limit > w["ratio"]:
@@ -77,7 +77,7 @@ def softmax_errors(d: dict | None, kernel: str) -> str:
     for (family, dtype), w in sorted(worst.items()):
         lines.append(f"| {family} | {dtype} | {w['ulp']:.3g} | {w['at']} | {w['limit']} | {'yes' if w['nan'] else '**no**'} "
                      f"| {100 * w['same']:.1f}% | {w['rel']:.3g} | {w['trel']:.3g} |")
-    why = {accuracy.softmax_bound(row_threads(kernel, dt, 1), dt, 1)[1] for dt in accuracy.STORAGE_ULP}
+    why = {softmax_bound(kernel, dt, 1)[1] for dt in accuracy.STORAGE_ULP}
     return "\n".join(lines) + "\n\nWhere the bounds come from:\n\n" + "\n".join(f"- {w}" for w in sorted(why)) + "\n"
 
 

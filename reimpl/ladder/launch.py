@@ -96,37 +96,43 @@ def launch(kernel, grid, block, smem: int, *args) -> None:
 
 # --8<-- [start:regs_plan]
 # The one-read kernels (softmax_online_*, cross_entropy_*) and how a row of N is laid out over them.
-# Registers: each thread holds `ept` elements as `ept / vec` vectors of `vec`; short rows go to 8, 16
-# or 32 lanes of a warp (blocks of 128 threads, several rows each), longer ones to a block, and past
+# A row is walked as the 16-byte words that hold it (`span` positions: N, or N + vec - 1 where rows
+# do not start on a word). Registers: each thread holds `vecs` words of `vec`; short rows go to 4 to
+# 32 lanes of a warp (blocks of 128 threads, several rows each), longer ones to a block, and past
 # what one block holds, to a cluster of 2, 4 or 8 blocks that merge through distributed shared
 # memory. Shared memory: a block of 256 threads stages its share of the row with cp.async, a cluster
 # splitting rows whose share would pass 64 KB (three blocks an SM). Every constant below is read off
 # results/softmax_plans.json, which times every plan that holds the row at each width.
-REGS_WARP_LANES = (8, 16, 32)
-REGS_WARP_EPT = {4: (8, 16, 32), 2: (16, 32, 64)}  # at 32 lanes, beyond one vector per lane
-REGS_BLOCK_EPT = (16, 32, 64)
+REGS_WARP_LANES = (4, 8, 16, 32)
+REGS_WARP_VECS = (1, 2, 4)          # words a thread at 4 to 32 lanes; 8 more at 32 lanes
+REGS_WARP_MOST = {4: 4, 2: 4}       # the fewest lanes whose threads hold at most this many words
+REGS_WARP_MOST_32 = {4: 8, 2: 4}    # and at 32 lanes: 16-bit rows past that go to a block
+REGS_BLOCK_EPT = (16, 32, 64)      # 16 and 32 only for scalars: 64 spills to the stack
 REGS_CLUSTERS = (1, 2, 4, 8)
 REGS_MAX_BLOCK = 512                # the kernels' __launch_bounds__: up to 128 registers a thread
 REGS_WARP_BLOCK = 128
-# the (elements per thread, cluster) regs_plan tries, in order, per storage size: the first whose
-# block holds the row in at most REGS_MAX_BLOCK threads. 16-bit rows want more elements a thread.
-REGS_ORDER = {4: tuple((ept, c) for c in REGS_CLUSTERS for ept in (32, 64, 16)),
-              2: tuple((ept, c) for c in REGS_CLUSTERS for ept in (64, 32, 16))}
-# from this width on, aligned rows are staged in shared memory instead of registers
-SMEM_FROM = {4: 65536, 2: 12288}
+# the (elements per thread, cluster, most threads) regs_plan tries, in order, per storage size: the
+# first whose block holds the row in at most that many threads. float32 rows take 32 a thread up to
+# blocks of 256, then 64; 16-bit rows, whose exps are twice the registers they were loaded in, 16.
+REGS_ORDER = {4: tuple(e for c in REGS_CLUSTERS for e in ((32, c, 256), (64, c, 512), (32, c, 512), (16, c, 512))),
+              2: tuple(e for c in REGS_CLUSTERS for e in ((16, c, 512), (32, c, 512), (64, c, 512)))}
+# from this width on, rows of 16-byte words are staged in shared memory instead of registers, by
+# blocks of 256 threads, or 512 where a block stages SMEM_WIDE elements or more
+SMEM_FROM = {4: 65536, 2: 4096}
 SMEM_BLOCK = 256
+SMEM_WIDE = 12288
 SMEM_SHARE_BYTES = 64 * 1024
 SMEM_MAX = 227 * 1024  # an H100 block's shared memory, opted in
 
 
 @dataclass(frozen=True)
 class RegsPlan:
-    vec: int       # elements per load: 16 bytes, or 1 where rows are not 16-byte aligned
-    vecs: int      # vectors per thread (registers); 0 for a row staged in shared memory
-    lanes: int     # threads of a row in a warp (8, 16, 32), or 0: the whole block
+    vec: int       # elements per load: 16 bytes, or 1 where X's base is not 16-byte aligned
+    vecs: int      # words per thread (registers); 0 for a row staged in shared memory
+    lanes: int     # threads of a row in a warp (4 to 32), or 0: the whole block
     cluster: int   # blocks per row
     block: int     # threads per block
-    share: int = 0  # elements a block stages in shared memory (the *_smem kernels), else 0
+    share: int = 0  # positions a block stages in shared memory (the *_smem kernels), else 0
     itemsize: int = 0
 
     @property
@@ -146,54 +152,68 @@ class RegsPlan:
         return (M * self.cluster,), (self.block,), self.share * self.itemsize
 
 
-def smem_plan(N: int, itemsize: int, cluster: int, block: int = SMEM_BLOCK) -> RegsPlan | None:
-    """The shared-memory staging of a 16-byte-aligned row over `cluster` blocks of `block` threads."""
+def span(N: int, vec: int) -> int:
+    """Window positions a row of N takes: the words holding it, from the one holding its first
+    element (rows of N % vec != 0 start anywhere in a word)."""
+    return N if N % vec == 0 else N + vec - 1
+
+
+def smem_plan(N: int, itemsize: int, cluster: int, block: int | None = None) -> RegsPlan | None:
+    """The shared-memory staging of a row over `cluster` blocks of `block` threads (16-byte words;
+    by default SMEM_BLOCK, twice that for a share of SMEM_WIDE elements or more)."""
     vec = 16 // itemsize
-    if N % vec:
-        return None
-    share = -(-(-(-N // cluster)) // vec) * vec
+    share = -(-(-(-span(N, vec) // cluster)) // vec) * vec
     if share * itemsize + 33 * 8 > SMEM_MAX:
         return None
+    block = block or (2 * SMEM_BLOCK if share >= SMEM_WIDE else SMEM_BLOCK)
     return RegsPlan(vec, 0, 0, cluster, block, share, itemsize)
 
 
-def regs_vec(N: int, itemsize: int, aligned: bool) -> int:
-    v = 16 // itemsize
-    return v if aligned and N % v == 0 else 1
+def regs_vec(itemsize: int, aligned: bool) -> int:
+    return 16 // itemsize if aligned else 1
 
 
 def regs_table(itemsize: int) -> list[tuple]:
-    """Every (vec, vecs, lanes, cluster) instantiated for one storage size."""
+    """Every (vec, vecs, lanes, cluster) instantiated for one storage size: with 16-byte words every
+    warp shape; with scalars (misaligned bases) the whole warp only."""
     out = []
-    for vec in dict.fromkeys((16 // itemsize, 1)):
-        out += [(vec, 1, lanes, 1) for lanes in REGS_WARP_LANES]
-        out += [(vec, ept // vec, 32, 1) for ept in REGS_WARP_EPT[itemsize] if ept > vec]
-        out += [(vec, ept // vec, 0, c) for ept in REGS_BLOCK_EPT for c in REGS_CLUSTERS]
+    for vec in (16 // itemsize, 1):
+        lanes_set = REGS_WARP_LANES if vec > 1 else (32,)
+        out += [(vec, vecs, lanes, 1) for lanes in lanes_set for vecs in REGS_WARP_VECS]
+        out += [(vec, 8, 32, 1)]
+        out += [(vec, ept // vec, 0, c) for ept in REGS_BLOCK_EPT if vec > 1 or ept < 64 for c in REGS_CLUSTERS]
     return out
 
 
 def regs_plan(N: int, itemsize: int, aligned: bool = True) -> RegsPlan | None:
-    """The plan for a row of N: the smallest warp shape that holds it, else shared memory for wide
-    aligned rows, else the first block shape of REGS_ORDER; None past the largest cluster's reach."""
-    vec = regs_vec(N, itemsize, aligned)
-    for v, vecs, lanes, cluster in regs_table(itemsize):
-        if v == vec and lanes and lanes * vecs * vec >= N:
-            return RegsPlan(vec, vecs, lanes, 1, REGS_WARP_BLOCK)
+    """The plan for a row of N (`aligned`: X's base on a 16-byte boundary): the fewest lanes of a
+    warp whose threads hold it in at most REGS_WARP_MOST words, else shared memory for wide rows of
+    16-byte words, else the first block shape of REGS_ORDER; None past the largest cluster's reach."""
+    vec = regs_vec(itemsize, aligned)
+    words = -(-span(N, vec) // vec)
+    table = regs_table(itemsize)
+    for lanes in REGS_WARP_LANES:
+        vecs = -(-words // lanes)
+        most = REGS_WARP_MOST[itemsize] if lanes < 32 else REGS_WARP_MOST_32[itemsize]
+        if vecs <= most:
+            vecs = next(v for v in REGS_WARP_VECS + (8,) if v >= vecs)
+            if (vec, vecs, lanes, 1) in table:
+                return RegsPlan(vec, vecs, lanes, 1, REGS_WARP_BLOCK)
     if vec > 1 and N >= SMEM_FROM[itemsize]:
         for cluster in REGS_CLUSTERS:
             plan = smem_plan(N, itemsize, cluster)
             if plan is not None and (plan.share * itemsize <= SMEM_SHARE_BYTES or cluster == REGS_CLUSTERS[-1]):
                 return plan
-    for ept, cluster in REGS_ORDER[itemsize]:
-        threads = regs_block(N, ept, cluster)
-        if threads <= REGS_MAX_BLOCK:
+    for ept, cluster, most in REGS_ORDER[itemsize]:
+        threads = regs_block(span(N, vec), ept, cluster)
+        if threads <= most and (vec, ept // vec, 0, cluster) in table:
             return RegsPlan(vec, ept // vec, 0, cluster, threads)
     return None
 
 
-def regs_block(N: int, ept: int, cluster: int) -> int:
-    """Threads of a block that holds its share of a row of N at `ept` elements each (whole warps)."""
-    share = -(-N // cluster)
+def regs_block(positions: int, ept: int, cluster: int) -> int:
+    """Threads of a block that holds its share of a row's `positions` at `ept` each (whole warps)."""
+    share = -(-positions // cluster)
     return (-(-share // ept) + 31) // 32 * 32
 # --8<-- [end:regs_plan]
 

@@ -120,8 +120,8 @@ ENTRIES = (
           cuda=Cuda("softmax_online_block", per_block, BLOCK)),
     Entry("one_read", "softmax",
           "the row read once, into registers with 16-byte loads or into shared memory with cp.async, and "
-          "written from there; (m, d) per thread, rescaled once per thread; the longest rows split over a "
-          "thread-block cluster",
+          "written from there; the maximum reduced first, then one exp per element; the longest rows split over a "
+          "thread-block cluster, whose blocks merge (m, d) online and rescale once per block",
           "Milakov and Gimelshein (2018); the row held on chip and split over a cluster after quack "
           "(Dao-AILab, CuTe DSL) and OneFlow's softmax",
           "reimpl/ladder/cuda/softmax.cu", "reimpl.ladder.softmax:run", "softmax", _SIBLINGS_TEST + "one_read",

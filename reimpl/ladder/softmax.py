@@ -7,7 +7,7 @@
 The kernels: `three_pass` (the safe softmax: max, sum of exp(x - max), write), `online_warp`
 (one pass of Milakov and Gimelshein's online normaliser per lane of a warp, lanes merged, then the
 write), `online_block` (the same with a block per row: warps merge by shuffles, then through
-shared memory) and `one_read` (the row read once, into the registers of 8 to 4096 threads or the
+shared memory) and `one_read` (the row read once, into the registers of 4 to 4096 threads or the
 shared memory of up to 8 blocks of a cluster, and written from there; launch.regs_plan picks the
 shape from N). They are checked
 against torch.softmax on the GPU (tests/gpu/test_siblings_gpu.py).
@@ -21,6 +21,7 @@ import numpy as np
 
 from ..device.kernel_types import KernelTemplate, float_
 from . import registry
+from .accuracy import softmax_bound
 from .launch import REGS_CLUSTERS, STORAGE, cuda_source, launch, regs_plan, regs_table, storage_type
 
 _PARAMS = ("ptr", "ptr", "int64", "int64")
@@ -65,14 +66,26 @@ TEMPLATES[CE_SMEM] = KernelTemplate(CE_SMEM, _CE_PARAMS + ("int64",), SOURCE, "l
 
 
 def aligned(t) -> bool:
-    """Rows of `t` start on 16-byte boundaries: the base does and a row is a whole number of 16 bytes."""
-    return t.data_ptr() % 16 == 0 and (t.shape[-1] * t.element_size()) % 16 == 0
+    """`t` starts on a 16-byte boundary, as its fresh output does: the one-read kernels then walk
+    both by 16-byte words, whatever the row length (launch.span)."""
+    return t.data_ptr() % 16 == 0
 
 
 def row_threads(name: str, dtype: str, N: int) -> int:
-    """The threads that reduce one row of N `dtype` elements with kernel `name` (16-byte aligned
-    rows, as a fresh tensor's): what its error bound counts."""
+    """The threads that reduce one row of N `dtype` elements with kernel `name` (a 16-byte aligned
+    base, as a fresh tensor's): what its error bound counts."""
     return KERNELS[name].cuda.threads_for(N, STORAGE[dtype].itemsize)
+
+
+def row_blocks(name: str, dtype: str, N: int) -> int:
+    """The blocks of a cluster that share one row (1 but for one_read's longest rows)."""
+    plan = regs_plan(N, STORAGE[dtype].itemsize) if KERNELS[name].cuda.template == REGS else None
+    return plan.cluster if plan else 1
+
+
+def bound(name: str, dtype: str, N: int) -> tuple[int, str]:
+    """accuracy.softmax_bound for kernel `name` on rows of N: its threads and blocks a row."""
+    return softmax_bound(row_threads(name, dtype, N), dtype, N, row_blocks(name, dtype, N))
 
 
 def run(name: str, x, plan=None):

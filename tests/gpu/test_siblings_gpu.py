@@ -26,7 +26,7 @@ _id = lambda d: str(d).removeprefix("torch.")  # noqa: E731
 def test_softmax_within_its_stated_distance_to_torch(name, dtype, family):
     for M, N in se.softmax_shapes():
         for r in se.measure_softmax(dtype, family, M, N, [name]):
-            limit, why = accuracy.softmax_bound(softmax.row_threads(r["kernel"], r["dtype"], N), r["dtype"], N)
+            limit, why = softmax.bound(r["kernel"], r["dtype"], N)
             assert r["nan_positions_match"], r
             assert r["max_ulp_to_torch"] <= limit, f"{r} exceeds {limit} ulps ({why})"
 
@@ -48,7 +48,7 @@ def test_softmax_special_rows_as_torch(name, row):
         assert bit_mismatches(ours, theirs) == 0, (ours, theirs)
     else:
         ok = ~torch.isnan(theirs)
-        limit = accuracy.softmax_bound(softmax.row_threads(name, "float32", len(row)), "float32", len(row))[0]
+        limit = softmax.bound(name, "float32", len(row))[0]
         assert float(se.ulps((ours - theirs).double()[ok], theirs.double()[ok], "float32").max()) <= limit
 
 
@@ -149,53 +149,36 @@ SPLIT_CHECKS = (("y_rel", "y", "dtype"), ("mean_rel", "stats", None), ("invstd_r
                 ("dbias_rel", "dbias", "param_dtype"))
 
 
-# Measured on the H100: with bfloat16 x and float32 parameters in NCHW, our dbias and torch's differ by
-# up to 1.6e-3 of sum |dy|, fifty times the bound (channels_last agrees, and so does every other output).
-# Which side rounds sum(dy) through bfloat16 is not known yet; test_batchnorm_split_dbias_mixed_nchw
-# holds the case open, and the other checks still run on it.
-DBIAS_OPEN = ("bfloat16", "float32", "contiguous")
+# Measured on the H100: with bfloat16 x and float32 parameters in NCHW, torch's dbias is up to 2.0e-3 of
+# sum |dy| from a float64 sum of the same dy, sixty times the bound, and its dweight up to 1.04 times
+# the bound; ours are within 1e-7 (channels_last agrees with torch, and so does every other output).
+# There the parameter gradients are held to the float64 reference instead of torch's.
+MIXED_NCHW = ("bfloat16", "float32", "contiguous")
 
 
 def _assert_split_within_bounds(r, keys=None):
     assert r["nan_positions_match"] and r["layout_kept"], r
     assert r["dtypes"] == [r["dtype"], r["dtype"], r["param_dtype"], r["param_dtype"]], r
-    open_case = (r["dtype"], r["param_dtype"], r["layout"]) == DBIAS_OPEN
+    mixed = (r["dtype"], r["param_dtype"], r["layout"]) == MIXED_NCHW
     for key, what, whose in SPLIT_CHECKS:
-        if (keys and key not in keys) or (keys is None and open_case and key == "dbias_rel"):
+        if keys and key not in keys:
             continue
+        got = r[key + "_f64"] if mixed and what in ("dweight", "dbias") else r[key]
         limit, why = accuracy.batchnorm_bound(r[whose] if whose else "float32", what)
-        assert r[key] <= limit, f"{key} = {r[key]} exceeds {limit} ({why}): {r}"  # NaN fails too
+        assert got <= limit, f"{key} = {got} exceeds {limit} ({why}): {r}"  # NaN fails too
 
 
-@pytest.mark.xfail(strict=True, reason="dbias with bfloat16 x and float32 parameters, NCHW: 1.6e-3 of sum |dy| "
-                                       "from torch's, cause not found yet (see DBIAS_OPEN)")
-def test_batchnorm_split_dbias_mixed_nchw():
-    r = se.measure_batchnorm_split(*DBIAS_OPEN[:2], "normal", (32, 256, 14, 14), DBIAS_OPEN[2])
-    _assert_split_within_bounds(r, keys=("dbias_rel",))
-
-
-@pytest.mark.parametrize("shape", [(32, 256, 14, 14), (8, 3, 17, 13), (32, 64, 56, 56)])
-def test_batchnorm_split_dbias_mixed_nchw_against_float64(shape):
-    """Which side of the open case is off: dbias is sum(dy) per channel, so a float64 sum of the same
-    bf16 dy is its reference. Ours must be within the stated bound of it; torch's distance is
-    printed (pytest -s) for the record, not asserted."""
-    from reimpl.ladder.batchnorm_split import batch_norm_train_backward_split, batch_norm_train_forward_split
-    g = torch.Generator(device="cuda").manual_seed(0)
-    x = torch.randn(shape, device="cuda", generator=g).to(torch.bfloat16)
-    dy = (torch.randn(shape, device="cuda", generator=g) + 0.5).to(torch.bfloat16)
-    C = shape[1]
-    w, b = torch.ones(C, device="cuda"), torch.zeros(C, device="cuda")
-    _, mean, invstd = batch_norm_train_forward_split(x, w, b)
-    db = batch_norm_train_backward_split(dy, x, w, mean, invstd)[2]
-    xt, wt, bt = (t.clone().requires_grad_() for t in (x, w, b))
-    torch.nn.functional.batch_norm(xt, None, None, wt, bt, True).backward(dy)
-    dims = [0] + list(range(2, len(shape)))
-    ref = dy.double().sum(dims)
-    scale = dy.double().abs().sum(dims)
-    limit = accuracy.batchnorm_bound("float32", "dbias")[0]
-    ours, theirs = float(((db.double() - ref).abs() / scale).max()), float(((bt.grad.double() - ref).abs() / scale).max())
-    print(f"dbias vs float64, of sum |dy|: ours {ours:.3g}, torch's {theirs:.3g}, bound {limit:.3g}")
-    assert ours <= limit, (ours, theirs, limit)
+@pytest.mark.parametrize("shape", [(32, 256, 14, 14), (8, 256, 32, 32), (32, 64, 56, 56)])
+def test_batchnorm_split_mixed_nchw_param_grads_against_float64(shape):
+    """Where ours and torch's parameter gradients disagree, which one is off: both against float64."""
+    r = se.measure_batchnorm_split(*MIXED_NCHW[:2], "normal", shape, MIXED_NCHW[2])
+    limit = {w: accuracy.batchnorm_bound("float32", w)[0] for w in ("dweight", "dbias")}
+    report = {k: r[k] for k in ("dweight_rel", "dbias_rel", "dweight_rel_f64", "dbias_rel_f64",
+                                "torch_dweight_rel_f64", "torch_dbias_rel_f64")}
+    print("mixed NCHW", shape, report, limit)
+    assert r["dweight_rel_f64"] <= limit["dweight"] and r["dbias_rel_f64"] <= limit["dbias"], (report, limit)
+    # what batchnorm.md says of torch 2.11 here: its dbias is the side off float64, by far more than the bound
+    assert r["torch_dbias_rel_f64"] > 10 * limit["dbias"], (report, limit)
 
 
 @pytest.mark.parametrize("layout", se.BN_LAYOUTS)

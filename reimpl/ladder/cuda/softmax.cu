@@ -134,12 +134,19 @@ __global__ void softmax_online_block(const T* X, T* Y, int64_t M, int64_t N) {
 // --8<-- [end:softmax_online_block]
 
 // --8<-- [start:row_pass]
-// The one-read kernels: a row (or, in a thread-block cluster, a block's contiguous share of it) is read
-// from global memory once, into registers (the *_regs kernels) or, with cp.async, into shared memory
-// (the *_smem kernels); each thread folds its elements into (m, d) against its own maximum, the states
-// merge over the row's lanes, warps and blocks, and the output is written from the held copy as
-// exp(x - m) / d: two exps per element (row_exp), one read and one write of the row.
-// What the pass writes is an epilogue's: softmax's probabilities, or cross-entropy's gradient.
+// The one-read kernels: a row (or, in a thread-block cluster, a block's share of it) is read from
+// global memory once, into registers (the *_regs kernels) or, with cp.async, into shared memory (the
+// *_smem kernels), and written from there: one read and one write of the row. Within a block (or the
+// lanes that share a row) the maximum is reduced first, so every element takes one exp against it,
+// as torch's safe softmax does; the sum of those exps is reduced next. A cluster's blocks then merge
+// their (m, d) online, and each block rescales its share once, by exp(m_block - m): the online merge
+// is paid per block, not per element. What the pass writes is an epilogue's: softmax's probabilities,
+// or cross-entropy's gradient.
+//
+// Rows need not start on a 16-byte boundary (a vocabulary of 50257): the loads walk the 16-byte words
+// that hold the row, from the one holding its first element (X's base is 16-byte aligned, the launcher
+// checks). The row's first and last words are read an element at a time, only the row's own elements,
+// the others counting as -inf; so no load leaves the row.
 constexpr unsigned REGS_MAX_BLOCK = 512;  // launch.REGS_MAX_BLOCK: at most 128 registers a thread
 
 template <typename T, unsigned VEC>
@@ -148,34 +155,69 @@ struct alignas(sizeof(T) * VEC) Pack {
 };
 
 // The exponential of the one-read kernels. For float32 storage, expf. For 16-bit storage, whose
-// output carries 8 or 11 bits, ex2.approx of (x - m) * log2(e): two instructions instead of expf's
-// eight, with a relative error of about |x - m| * 2^-24 + 2^-22, far below half a bf16 or fp16 ulp
-// (accuracy.py counts it). The kernels take two exps per element (the sum, then the output), and
-// with 16-bit rows the exps, not memory, set the pace unless they are this cheap
-// (results/softmax_plans.json).
+// output carries 8 or 11 bits, ex2.approx.ftz of v * log2(e) + EXP_BIAS, one FFMA and one MUFU
+// instead of expf's eight instructions: the exps carry a factor 2^EXP_BIAS, which cancels in
+// exp / sum (and which cross-entropy's log takes back out), and which keeps every exp whose value
+// could round to a nonzero bf16 output clear of the subnormal range that .ftz flushes to 0. Its
+// relative error, about (|v| + 214 * ln 2) * 2^-24 + 2^-22, is far below half a bf16 or fp16 ulp
+// (accuracy.fast_exp_u counts it). With 16-bit rows the exps, not memory, set the pace unless they
+// are this cheap (results/ncu_siblings.json).
+template <typename T>
+struct RowExp {
+  static constexpr float BIAS = sizeof(T) == 4 ? 0.f : 64.f;  // log2 of the exps' common factor
+};
+
 template <typename T>
 __device__ __forceinline__ float row_exp(float v) {
   if constexpr (sizeof(T) == 4) {
     return expf(v);
   } else {
     float r;
-    asm("ex2.approx.f32 %0, %1;" : "=f"(r) : "f"(v * 1.4426950408889634f));
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(fmaf(v, 1.4426950408889634f, RowExp<T>::BIAS)));
     return r;
   }
 }
 
-// A thread's (m, d) over COUNT values read by `at(i)`: the maximum first, then one exp per value
-// against it (0 stands in for a maximum of -inf, so that exp(-inf - m) is 0, not NaN).
-template <typename T, unsigned COUNT, typename At>
-__device__ __forceinline__ MD thread_md(At at) {
-  float m = neg_inf();
+// The largest of a word's values, as a float. 16-bit words take packed max instructions, two values
+// each (exact: a maximum does not round; a NaN loses to a number, as with fmaxf).
+template <typename T>
+struct Pair;
+template <>
+struct Pair<__half> {
+  using type = __half2;
+};
+template <>
+struct Pair<__nv_bfloat16> {
+  using type = __nv_bfloat162;
+};
+
+template <typename T, unsigned VEC>
+__device__ __forceinline__ float word_max(const T (&v)[VEC]) {
+  if constexpr (sizeof(T) == 2 && VEC % 2 == 0) {
+    using T2 = typename Pair<T>::type;
+    const T2* p = reinterpret_cast<const T2*>(v);
+    T2 r = p[0];
 #pragma unroll
-  for (unsigned i = 0; i < COUNT; ++i) m = fmaxf(m, at(i));
-  const float shift = m == neg_inf() ? 0.f : m;
-  float d = 0.f;
+    for (unsigned i = 1; i < VEC / 2; ++i) r = __hmax2(r, p[i]);
+    return fmaxf(to_f(r.x), to_f(r.y));
+  } else {
+    float m = to_f(v[0]);
 #pragma unroll
-  for (unsigned i = 0; i < COUNT; ++i) d += row_exp<T>(at(i) - shift);
-  return {m, d};
+    for (unsigned j = 1; j < VEC; ++j) m = fmaxf(m, to_f(v[j]));
+    return m;
+  }
+}
+
+// A float reduced over the threads of a row: LANES lanes of a warp by a butterfly, or (LANES = 0) the
+// whole block, its warps through `red` (a slot a warp). Every thread gets the same bits.
+template <unsigned LANES, typename Op>
+__device__ __forceinline__ float row_reduce(float v, float identity, float* red, Op op) {
+  if constexpr (LANES == 0) {
+    return block_all_reduce(v, identity, red, op);
+  } else {
+    for (unsigned mask = LANES / 2; mask > 0; mask >>= 1) v = op(v, shfl_xor(v, (int)mask));
+    return v;
+  }
 }
 
 // Hopper's cluster barrier: every thread of every block of the cluster arrives (release) and waits
@@ -185,31 +227,44 @@ __device__ __forceinline__ void cluster_sync() {
   __cluster_barrier_wait();
 }
 
-// (m, d) of the whole row in every thread: a butterfly over the row's lanes, then (LANES = 0) the
-// block's warps through shared memory, then (CLUSTER > 1) the cluster's blocks through distributed
-// shared memory, merged by every block in rank order so that all hold the same bits.
-template <unsigned LANES, unsigned CLUSTER>
-__device__ __forceinline__ MD row_merge(MD s, MD* smem) {
-  const unsigned lane = threadIdx.x & 31;
-  for (unsigned mask = (LANES == 0 || LANES > 32 ? 32 : LANES) / 2; mask > 0; mask >>= 1) {
-    const MD o = shfl_xor(s, mask);
-    s = (lane & mask) ? md_merge(o, s) : md_merge(s, o);
+// The row's (m, d) from the blocks' own: each block publishes its state, and every block merges all
+// of them in rank order through distributed shared memory, so that all hold the same bits.
+template <unsigned CLUSTER>
+__device__ __forceinline__ MD cluster_merge(MD s, MD* slot) {
+  if (threadIdx.x == 0) *slot = s;
+  cluster_sync();
+  MD r{neg_inf(), 0.f};
+  for (unsigned b = 0; b < CLUSTER; ++b) r = md_merge(r, *static_cast<const MD*>(__cluster_map_shared_rank(slot, b)));
+  cluster_sync();  // no block leaves while another still reads its shared memory
+  return r;
+}
+
+// The reductions' scratch: a slot a warp for the maximum and for the sum, and the block's (m, d).
+struct RowScratch {
+  float max[32], sum[32];
+  MD block;
+};
+
+// The row's state from a thread's maximum `m` and `sums(shift)`, which takes the exps against the
+// block's maximum (0 for a block of -inf only, whose exps are then 0) and returns their sum: (m, d)
+// of the whole row, the shift the block's exps took, and what they are multiplied by.
+struct RowState {
+  MD s;
+  float shift, rescale;
+};
+
+template <unsigned LANES, unsigned CLUSTER, typename Sums>
+__device__ __forceinline__ RowState row_state(float m, Sums sums, RowScratch& scratch) {
+  m = row_reduce<LANES>(m, neg_inf(), scratch.max, Max());
+  const float shift = m == neg_inf() ? 0.f : m;
+  const float d = row_reduce<LANES>(sums(shift), 0.f, scratch.sum, Sum());
+  if constexpr (CLUSTER == 1) {
+    return {{m, d}, shift, 1.f};
+  } else {
+    const MD s = cluster_merge<CLUSTER>({m, d}, &scratch.block);
+    // a block whose exps are all 0 adds 0, whatever the scale (exp(-s.m) may overflow)
+    return {s, shift, d == 0.f ? 0.f : row_exp<float>(shift - s.m)};
   }
-  if constexpr (LANES == 0) {
-    const unsigned warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    if (lane == 0) smem[warp] = s;
-    __syncthreads();
-    s = warp_all_reduce(lane < warps ? smem[lane] : MD{neg_inf(), 0.f}, MdMerge());
-  }
-  if constexpr (CLUSTER > 1) {
-    if (threadIdx.x == 0) smem[32] = s;
-    cluster_sync();
-    MD r{neg_inf(), 0.f};
-    for (unsigned b = 0; b < CLUSTER; ++b) r = md_merge(r, *static_cast<const MD*>(__cluster_map_shared_rank(smem + 32, b)));
-    cluster_sync();  // no block leaves while another still reads its shared memory
-    s = r;
-  }
-  return s;
 }
 
 // The epilogues: what element i of a row becomes, given its probability p = exp(x - m) / d.
@@ -239,7 +294,9 @@ struct CrossEntropyOut {
     t = target[row];
     const bool ignored = t == ignore_index, valid = ignored || (t >= 0 && t < N);
     const float nan = __int_as_float(0x7fc00000);
-    if (leader) loss[row] = ignored ? 0.f : valid ? logf(s.d) + s.m - to_f(X[row * N + t]) : nan;
+    // d carries 2^BIAS (row_exp): log(d) - BIAS ln 2
+    constexpr float bias_ln = RowExp<T>::BIAS * 0.6931471805599453f;
+    if (leader) loss[row] = ignored ? 0.f : valid ? (logf(s.d) - bias_ln) + s.m - to_f(X[row * N + t]) : nan;
     g = ignored ? 0.f : valid ? *grad_scale : nan;
     return true;
   }
@@ -248,105 +305,159 @@ struct CrossEntropyOut {
   __device__ __forceinline__ T* out() const { return dX; }
 };
 
-// Where a block's or warp's share of a row starts: (row, first element, lane, lanes).
-template <unsigned LANES, unsigned CLUSTER>
-__device__ __forceinline__ void share_of(int64_t& row, int64_t& first, unsigned& lane, unsigned& lanes,
-                                         int64_t share) {
-  if constexpr (LANES == 0) {
-    row = blockIdx.x / CLUSTER;
-    lanes = blockDim.x;
-    lane = threadIdx.x;
-    first = CLUSTER > 1 ? (int64_t)__clusterRelativeBlockRank() * share : 0;
+// Where a thread's share of a row lies. A share is `span` window positions: block `rank` of a
+// cluster (or the one group of LANES threads) holds positions [rank * span, (rank + 1) * span) of the
+// row's window, which starts at the 16-byte word holding the row's first element, `lead` elements
+// before it. Element e of the row sits at position e + lead; in share coordinates, the row's elements
+// are the positions [lo, hi).
+template <unsigned VEC, unsigned LANES, unsigned CLUSTER>
+struct Share {
+  int64_t row, first;  // first: the row's element at the share's position 0
+  int lo, hi;          // 32-bit: a row a plan holds is far shorter than 2^31 (launch.regs_plan)
+  unsigned lane, lanes;
+  __device__ __forceinline__ Share(int64_t M, int64_t N, int64_t span) {
+    if constexpr (LANES == 0) {
+      row = blockIdx.x / CLUSTER;
+      lanes = blockDim.x;
+      lane = threadIdx.x;
+    } else {
+      row = (int64_t)blockIdx.x * (blockDim.x / LANES) + threadIdx.x / LANES;
+      lanes = LANES;
+      lane = threadIdx.x % LANES;
+    }
+    const int64_t rank = CLUSTER > 1 ? (int64_t)__clusterRelativeBlockRank() : 0;
+    const int64_t lead = VEC > 1 ? (row * N) % VEC : 0;
+    first = rank * span - lead;
+    lo = (int)-first;
+    // rows past M (the last block of short rows) still take part in the reductions, on no elements
+    hi = row < M ? (int)(N - first) : lo;
+  }
+  __device__ __forceinline__ bool any() const { return hi > 0 && hi > lo; }
+  // the word at position p: does it hold any of the row, all of it; is position p the row's
+  __device__ __forceinline__ bool touches(int p) const { return p + (int)VEC > lo && p < hi; }
+  __device__ __forceinline__ bool whole(int p) const { return p >= lo && p + (int)VEC <= hi; }
+  __device__ __forceinline__ bool holds(int p) const { return p >= lo && p < hi; }
+};
+
+// Writes the VEC outputs of the word at share position p: 16 bytes at once where the word is all this
+// row's, else only the row's own elements. The 16-byte store is written in PTX: as plain C++ the
+// compiler merges it with the element-wise branch (both store the same values) into per-element
+// stores, eight 2-byte stores a word for 16-bit types, which cost a third of the bandwidth.
+template <typename T, unsigned VEC, typename S>
+__device__ __forceinline__ void store_word(T* y, int p, const Pack<T, VEC>& o, const S& sh) {
+  if (sh.whole(p)) {
+    if constexpr (sizeof(o) == 16) {
+      const uint4 v = *reinterpret_cast<const uint4*>(&o);
+      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(y + p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+                   : "memory");
+    } else {
+      *reinterpret_cast<Pack<T, VEC>*>(y + p) = o;
+    }
   } else {
-    row = (int64_t)blockIdx.x * (blockDim.x / LANES) + threadIdx.x / LANES;
-    lanes = LANES;
-    lane = threadIdx.x % LANES;
-    first = 0;
+#pragma unroll
+    for (unsigned j = 0; j < VEC; ++j)
+      if (sh.holds(p + j)) y[p + j] = o.v[j];
   }
 }
 
-// The row in registers. A row belongs to LANES threads (8, 16 or 32: several rows per block) or, with
+// The row in registers. A row belongs to LANES threads (4 to 32: several rows per block) or, with
 // LANES = 0, to the whole block, and with CLUSTER > 1 to the CLUSTER blocks of a cluster, each holding
-// a contiguous share. Thread `lane` holds VECS vectors of VEC elements as loaded (16-bit types stay
-// 16-bit: half the registers of floats): vector k of the share is k * lanes + lane, so a warp's loads
-// cover consecutive 16-byte words.
+// a contiguous share. Thread `lane` loads VECS words of VEC elements: word k of the share is
+// k * lanes + lane, so a warp's loads cover consecutive 16-byte words. After the maximum, each
+// element's exp replaces it in registers, as a float.
 template <typename T, unsigned VEC, unsigned VECS, unsigned LANES, unsigned CLUSTER, typename Epi>
-__device__ __forceinline__ void row_pass_regs(const T* X, int64_t M, int64_t N, Epi& epi, MD* smem) {
-  int64_t row, first;
-  unsigned lane, lanes;
-  share_of<LANES, CLUSTER>(row, first, lane, lanes, (int64_t)blockDim.x * VECS * VEC);
-  // rows past M (the last block of short rows) still take part in the shuffles, on no elements
-  const int64_t n = row < M ? N - first : 0;
-  const T* x = X + row * N + first;
+__device__ __forceinline__ void row_pass_regs(const T* X, int64_t M, int64_t N, Epi& epi, RowScratch& scratch) {
+  constexpr unsigned ELEMS = VECS * VEC;
+  const Share<VEC, LANES, CLUSTER> sh(M, N, (int64_t)(LANES ? LANES : blockDim.x) * ELEMS);
+  const T* x = X + sh.row * N + sh.first;
   Pack<T, VEC> held[VECS];
+  float m = neg_inf();
 #pragma unroll
   for (unsigned k = 0; k < VECS; ++k) {
-    const int64_t i = (int64_t)(k * lanes + lane) * VEC;
-    if (i < n) {
-      held[k] = *reinterpret_cast<const Pack<T, VEC>*>(x + i);
+    const int p = (int)((k * sh.lanes + sh.lane) * VEC);
+    if (sh.whole(p)) {
+      held[k] = *reinterpret_cast<const Pack<T, VEC>*>(x + p);
     } else {
 #pragma unroll
-      for (unsigned j = 0; j < VEC; ++j) held[k].v[j] = from_f<T>(neg_inf());
+      for (unsigned j = 0; j < VEC; ++j) held[k].v[j] = sh.holds(p + j) ? x[p + j] : from_f<T>(neg_inf());
     }
+    m = fmaxf(m, word_max(held[k].v));
   }
-  const MD mine = thread_md<T, VECS * VEC>([&](unsigned i) { return to_f(held[i / VEC].v[i % VEC]); });
-  const MD s = row_merge<LANES, CLUSTER>(mine, smem);
-  if (n <= 0 || !epi.begin(row, N, s, first == 0 && lane == 0)) return;  // after the merge: all took part
-  const float scale = epi.scale() / s.d;
-  T* y = epi.out() + row * N + first;
+  float e[ELEMS];
+  const RowState r = row_state<LANES, CLUSTER>(m, [&](float shift) {
+    float d = 0.f;
+#pragma unroll
+    for (unsigned i = 0; i < ELEMS; ++i) d += e[i] = row_exp<T>(to_f(held[i / VEC].v[i % VEC]) - shift);
+    return d;
+  }, scratch);
+  if (!sh.any() || !epi.begin(sh.row, N, r.s, sh.lo >= 0 && sh.lane == 0)) return;  // after the reductions
+  const float scale = epi.scale() * r.rescale / r.s.d;
+  T* y = epi.out() + sh.row * N + sh.first;
 #pragma unroll
   for (unsigned k = 0; k < VECS; ++k) {
-    const int64_t i = (int64_t)(k * lanes + lane) * VEC;
-    if (i < n) {
-      Pack<T, VEC> p;
+    const int p = (int)((k * sh.lanes + sh.lane) * VEC);
+    if (sh.touches(p)) {
+      Pack<T, VEC> o;
 #pragma unroll
-      for (unsigned j = 0; j < VEC; ++j) p.v[j] = from_f<T>(epi.at(row_exp<T>(to_f(held[k].v[j]) - s.m) * scale, first + i + j));
-      *reinterpret_cast<Pack<T, VEC>*>(y + i) = p;
+      for (unsigned j = 0; j < VEC; ++j) o.v[j] = from_f<T>(epi.at(e[k * VEC + j] * scale, sh.first + p + j));
+      store_word(y, p, o, sh);
     }
   }
 }
 
 // The share in shared memory: every thread issues its cp.async copies of 16 bytes at once (nothing
-// held in registers while they fly), waits, then folds and writes from shared memory. `share` elements
-// per block; VEC elements per 16-byte copy; the rows are 16-byte aligned (the launcher checks).
+// held in registers while they fly), waits, and from then on reads only the words it copied itself
+// (no barrier). `share` positions per block, a whole number of words. With float32 storage the exps
+// overwrite the staged row, so the write takes none; 16-bit storage has no room for a float and takes
+// the exp again.
 template <typename T, unsigned VEC, unsigned CLUSTER, typename Epi>
-__device__ __forceinline__ void row_pass_smem(const T* X, int64_t M, int64_t N, int64_t share, Epi& epi, MD* smem) {
+__device__ __forceinline__ void row_pass_smem(const T* X, int64_t M, int64_t N, int64_t share, Epi& epi,
+                                              RowScratch& scratch) {
   extern __shared__ __align__(16) unsigned char staged_bytes[];
   T* staged = reinterpret_cast<T*>(staged_bytes);
-  int64_t row, first;
-  unsigned lane, lanes;
-  share_of<0, CLUSTER>(row, first, lane, lanes, share);
-  const int64_t n = N - first < share ? N - first : share;
-  const T* x = X + row * N + first;
-  for (int64_t i = (int64_t)lane * VEC; i < n; i += (int64_t)lanes * VEC) {
-    const unsigned dst = (unsigned)__cvta_generic_to_shared(staged + i);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(x + i));
+  const Share<VEC, 0, CLUSTER> sh(M, N, share);
+  const int end = sh.hi < share ? sh.hi : (int)share;  // the words past the row's end are not copied
+  const int step = (int)(sh.lanes * VEC);
+  const T* x = X + sh.row * N + sh.first;
+  for (int p = (int)(sh.lane * VEC); p < end; p += step) {
+    if (sh.whole(p)) {
+      const unsigned dst = (unsigned)__cvta_generic_to_shared(staged + p);
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(x + p));
+    } else {  // the row's first or last word: its own elements only
+#pragma unroll
+      for (unsigned j = 0; j < VEC; ++j) staged[p + j] = sh.holds(p + j) ? x[p + j] : from_f<T>(neg_inf());
+    }
   }
   asm volatile("cp.async.wait_all;" ::: "memory");
-  __syncthreads();
   float m = neg_inf();
-  for (int64_t i = (int64_t)lane * VEC; i < n; i += (int64_t)lanes * VEC) {
-    const Pack<T, VEC> p = *reinterpret_cast<const Pack<T, VEC>*>(staged + i);
-#pragma unroll
-    for (unsigned j = 0; j < VEC; ++j) m = fmaxf(m, to_f(p.v[j]));
+  for (int p = (int)(sh.lane * VEC); p < end; p += step) {
+    m = fmaxf(m, word_max(reinterpret_cast<const Pack<T, VEC>*>(staged + p)->v));
   }
-  const float shift = m == neg_inf() ? 0.f : m;
-  float d = 0.f;
-  for (int64_t i = (int64_t)lane * VEC; i < n; i += (int64_t)lanes * VEC) {
-    const Pack<T, VEC> p = *reinterpret_cast<const Pack<T, VEC>*>(staged + i);
+  const RowState r = row_state<0, CLUSTER>(m, [&](float shift) {
+    float d = 0.f;
+    for (int p = (int)(sh.lane * VEC); p < end; p += step) {
+      Pack<T, VEC>& w = *reinterpret_cast<Pack<T, VEC>*>(staged + p);
 #pragma unroll
-    for (unsigned j = 0; j < VEC; ++j) d += row_exp<T>(to_f(p.v[j]) - shift);
-  }
-  const MD s = row_merge<0, CLUSTER>(MD{m, d}, smem);
-  if (n <= 0 || !epi.begin(row, N, s, first == 0 && lane == 0)) return;
-  const float scale = epi.scale() / s.d;
-  T* y = epi.out() + row * N + first;
-  for (int64_t i = (int64_t)lane * VEC; i < n; i += (int64_t)lanes * VEC) {
-    const Pack<T, VEC> p = *reinterpret_cast<const Pack<T, VEC>*>(staged + i);
+      for (unsigned j = 0; j < VEC; ++j) {
+        const float v = row_exp<T>(to_f(w.v[j]) - shift);
+        if constexpr (sizeof(T) == 4) w.v[j] = v;
+        d += v;
+      }
+    }
+    return d;
+  }, scratch);
+  if (!sh.any() || !epi.begin(sh.row, N, r.s, sh.lo >= 0 && sh.lane == 0)) return;
+  const float scale = epi.scale() * r.rescale / r.s.d;
+  T* y = epi.out() + sh.row * N + sh.first;
+  for (int p = (int)(sh.lane * VEC); p < end; p += step) {
+    const Pack<T, VEC> w = *reinterpret_cast<const Pack<T, VEC>*>(staged + p);
     Pack<T, VEC> o;
 #pragma unroll
-    for (unsigned j = 0; j < VEC; ++j) o.v[j] = from_f<T>(epi.at(row_exp<T>(to_f(p.v[j]) - s.m) * scale, first + i + j));
-    *reinterpret_cast<Pack<T, VEC>*>(y + i) = o;
+    for (unsigned j = 0; j < VEC; ++j) {
+      const float v = sizeof(T) == 4 ? to_f(w.v[j]) : row_exp<T>(to_f(w.v[j]) - r.shift);
+      o.v[j] = from_f<T>(epi.at(v * scale, sh.first + p + j));
+    }
+    store_word(y, p, o, sh);
   }
 }
 // --8<-- [end:row_pass]
@@ -355,9 +466,9 @@ __device__ __forceinline__ void row_pass_smem(const T* X, int64_t M, int64_t N, 
 template <typename T, typename T_ACC, unsigned VEC, unsigned VECS, unsigned LANES, unsigned CLUSTER>
 __global__ void __launch_bounds__(REGS_MAX_BLOCK) __cluster_dims__(CLUSTER, 1, 1)
     softmax_online_regs(const T* X, T* Y, int64_t M, int64_t N) {
-  __shared__ MD smem[33];
+  __shared__ RowScratch scratch;
   SoftmaxOut<T> epi{Y};
-  row_pass_regs<T, VEC, VECS, LANES, CLUSTER>(X, M, N, epi, smem);
+  row_pass_regs<T, VEC, VECS, LANES, CLUSTER>(X, M, N, epi, scratch);
 }
 // --8<-- [end:softmax_online_regs]
 
@@ -365,9 +476,9 @@ __global__ void __launch_bounds__(REGS_MAX_BLOCK) __cluster_dims__(CLUSTER, 1, 1
 template <typename T, typename T_ACC, unsigned VEC, unsigned CLUSTER>
 __global__ void __launch_bounds__(REGS_MAX_BLOCK) __cluster_dims__(CLUSTER, 1, 1)
     softmax_online_smem(const T* X, T* Y, int64_t M, int64_t N, int64_t share) {
-  __shared__ MD smem[33];
+  __shared__ RowScratch scratch;
   SoftmaxOut<T> epi{Y};
-  row_pass_smem<T, VEC, CLUSTER>(X, M, N, share, epi, smem);
+  row_pass_smem<T, VEC, CLUSTER>(X, M, N, share, epi, scratch);
 }
 // --8<-- [end:softmax_online_smem]
 
@@ -379,9 +490,9 @@ template <typename T, typename T_ACC, unsigned VEC, unsigned VECS, unsigned LANE
 __global__ void __launch_bounds__(REGS_MAX_BLOCK) __cluster_dims__(CLUSTER, 1, 1)
     cross_entropy_regs(const T* X, const int64_t* target, T* dX, float* loss, const float* grad_scale, int64_t M,
                        int64_t N, int64_t ignore_index) {
-  __shared__ MD smem[33];
+  __shared__ RowScratch scratch;
   CrossEntropyOut<T> epi{X, target, dX, loss, grad_scale, ignore_index};
-  row_pass_regs<T, VEC, VECS, LANES, CLUSTER>(X, M, N, epi, smem);
+  row_pass_regs<T, VEC, VECS, LANES, CLUSTER>(X, M, N, epi, scratch);
 }
 // --8<-- [end:cross_entropy_regs]
 
@@ -390,9 +501,9 @@ template <typename T, typename T_ACC, unsigned VEC, unsigned CLUSTER>
 __global__ void __launch_bounds__(REGS_MAX_BLOCK) __cluster_dims__(CLUSTER, 1, 1)
     cross_entropy_smem(const T* X, const int64_t* target, T* dX, float* loss, const float* grad_scale, int64_t M,
                        int64_t N, int64_t ignore_index, int64_t share) {
-  __shared__ MD smem[33];
+  __shared__ RowScratch scratch;
   CrossEntropyOut<T> epi{X, target, dX, loss, grad_scale, ignore_index};
-  row_pass_smem<T, VEC, CLUSTER>(X, M, N, share, epi, smem);
+  row_pass_smem<T, VEC, CLUSTER>(X, M, N, share, epi, scratch);
 }
 // --8<-- [end:cross_entropy_smem]
 
