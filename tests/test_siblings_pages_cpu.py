@@ -59,3 +59,19 @@ def test_torch_batchnorm_forward_kernels_are_as_the_page_says():
             assert c["launched"].startswith("cudnn::"), c
         else:
             assert c["launched"].startswith("native::batch_norm_"), c
+
+
+def test_profile_rows_of_an_earlier_plan_are_marked():
+    """A profiled one-read or cross-entropy row whose kernel is not the one the plan launches today is
+    named as an earlier plan's on the page, beside today's kernel; the others are not marked."""
+    from reimpl.docsite import siblings_bench_tables as t
+    for op in ("softmax", "cross_entropy"):
+        table = t.ncu_table(NCU, op)
+        for c in NCU["cases"]:
+            now = t._launched_now(c)
+            if now is None or t._ncu_op(c["kernel"]) != op or c["us"] < t.NCU_MIN_US:
+                continue
+            shape = "&nbsp;x&nbsp;".join(map(str, c["shape"]))
+            row = next(line for line in table.split("\n") if f"| {c['dtype']} | {shape} |" in line
+                       and c["kernel"] in line and "ladder::" in line)
+            assert ("earlier plan" in row) == (now != c["launched"]), (c, row)

@@ -60,7 +60,7 @@ def test_plan_is_the_smallest_that_holds_the_row_and_none_past_the_largest():
         p = regs_plan(N, itemsize)
         assert p.vecs <= REGS_WARP_MOST[itemsize] and p.lanes * p.vecs * p.vec >= N
         assert p.lanes == 4 or -(-N // (p.lanes // 2 * p.vec)) > REGS_WARP_MOST[itemsize]
-    assert regs_plan(32768, 4).cluster == 1 and regs_plan(32769, 4).cluster == 2
+    assert regs_plan(16384, 4).cluster == 1 and regs_plan(16385, 4).cluster == 2  # blocks of 256 first
     assert regs_plan(SMEM_FROM[2], 2).smem and not regs_plan(SMEM_FROM[2] - 8, 2).smem
     assert not regs_plan(SMEM_FROM[2], 2, aligned=False).smem
     assert regs_plan(4096, 4, aligned=False).vec == 1 and regs_plan(4096, 4).vec == 4
@@ -75,13 +75,15 @@ def _launches(fn):
 
 def test_launches_follow_the_plan():
     assert _launches(lambda: softmax.run("one_read", torch.zeros(5, 262144))) == [
-        ("softmax_online_smem<float, float, 4u, 8u>", (40, 1, 1), (512, 1, 1), 131072)]
+        ("softmax_online_regs<float, float, 4u, 16u, 0u, 8u>", (40, 1, 1), (512, 1, 1), 0)]
+    assert _launches(lambda: softmax.run("one_read", torch.zeros(5, 262148))) == [
+        ("softmax_online_smem<float, float, 4u, 8u>", (40, 1, 1), (512, 1, 1), 131088)]
     assert _launches(lambda: softmax.run("one_read", torch.zeros(5, 8192))) == [
         ("softmax_online_regs<float, float, 4u, 8u, 0u, 1u>", (5, 1, 1), (256, 1, 1), 0)]
     assert _launches(lambda: softmax.run("one_read", torch.zeros(37, 128, dtype=torch.bfloat16))) == [
         ("softmax_online_regs<__nv_bfloat16, float, 8u, 4u, 4u, 1u>", (2, 1, 1), (128, 1, 1), 0)]
     assert _launches(lambda: cross_entropy.loss_and_grad(torch.zeros(4, 50257), torch.zeros(4, dtype=torch.int64))) == [
-        ("cross_entropy_regs<float, float, 4u, 16u, 0u, 2u>", (8, 1, 1), (416, 1, 1), 0)]
+        ("cross_entropy_regs<float, float, 4u, 16u, 0u, 4u>", (16, 1, 1), (224, 1, 1), 0)]
     assert _launches(lambda: softmax.run("one_read", torch.zeros(2, 10**6))) == [
         ("softmax_online_block<float, float>", (2, 1, 1), (256, 1, 1), 0)]
 

@@ -306,14 +306,33 @@ def ncu_table(d: dict | None, op: str) -> str:
              "| call | " + ("layout | " if bn else "") + "dtype | shape | kernel launched | µs "
              "| DRAM MB read / written | memory % | SM % | occupancy % | registers | bound |",
              "|---|" + ("---|" if bn else "") + "---|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    earlier = 0
     for c in rows:
         call, _, layout = c["kernel"].rstrip("]").partition("[")  # bn_split[nchw]: the call, its layout
         where = f'<span style="{NOWRAP}">{LAYOUT.get(layout, layout)}</span> | ' if bn else ""
-        lines.append(f"| {_code(call)} | {where}{c['dtype']} | {_shape(c['shape'])} | {_breakable(c['launched'])} "
+        now = _launched_now(c)
+        mark = ""
+        if now is not None and now != c["launched"]:
+            earlier += 1
+            mark = f" (earlier plan; now {_code(now.removeprefix('ladder::'))})"
+        lines.append(f"| {_code(call)} | {where}{c['dtype']} | {_shape(c['shape'])} | {_breakable(c['launched'])}{mark} "
                      f"| {c['us']:.1f} | {c['dram_read_mb']:.0f}&nbsp;/&nbsp;{c['dram_write_mb']:.0f} "
                      f"| {c['memory_sol_pct']:.0f} | {c['sm_sol_pct']:.0f} | {c['occupancy_pct']:.0f} "
                      f"| {c['registers']} | {c['bound']} |")
-    return "\n".join(lines) + "\n"
+    note = (f"\n*{earlier} of these rows were profiled under an earlier launch plan: the kernel the plan launches "
+            "for that shape now is named beside it, and the benchmark above times the plan of now.*\n") if earlier else ""
+    return "\n".join(lines) + "\n" + note
+
+
+def _launched_now(c: dict) -> str | None:
+    """The kernel (as ncu names it) that one_read or the fused cross-entropy launches today for a
+    profiled case's shape and dtype; None for other calls and torch's helpers."""
+    if c["kernel"] not in ("one_read", "cross_entropy_fused") or not c["launched"].startswith("ladder::"):
+        return None
+    from ..ladder.launch import regs_plan
+    plan = regs_plan(c["shape"][-1], 4 if c["dtype"] == "fp32" else 2)
+    kind = "smem" if plan.smem else "regs"
+    return f"ladder::softmax_online_{kind}" if c["kernel"] == "one_read" else f"ladder::cross_entropy_{kind}"
 
 
 NCU_MIN_US = 5  # the few-microsecond helpers a call also launches (a fill, a scalar) are left out

@@ -112,13 +112,17 @@ REGS_CLUSTERS = (1, 2, 4, 8)
 REGS_MAX_BLOCK = 512                # the kernels' __launch_bounds__: up to 128 registers a thread
 REGS_WARP_BLOCK = 128
 # the (elements per thread, cluster, most threads) regs_plan tries, in order, per storage size: the
-# first whose block holds the row in at most that many threads. float32 rows take 32 a thread up to
-# blocks of 256, then 64; 16-bit rows, whose exps are twice the registers they were loaded in, 16.
-REGS_ORDER = {4: tuple(e for c in REGS_CLUSTERS for e in ((32, c, 256), (64, c, 512), (32, c, 512), (16, c, 512))),
+# first whose block holds the row in at most that many threads. float32 rows take blocks of up to 256
+# threads, at 32 or 64 a thread, over any cluster before blocks of 512; 16-bit rows, whose exps take
+# twice the registers they were loaded in, 16 a thread.
+REGS_ORDER = {4: tuple((ept, c, most) for most, epts in ((256, (32, 64)), (512, (32, 64, 16)))
+                       for c in REGS_CLUSTERS for ept in epts),
               2: tuple(e for c in REGS_CLUSTERS for e in ((16, c, 512), (32, c, 512), (64, c, 512)))}
 # from this width on, rows of 16-byte words are staged in shared memory instead of registers, by
-# blocks of 256 threads, or 512 where a block stages SMEM_WIDE elements or more
-SMEM_FROM = {4: 65536, 2: 4096}
+# blocks of 256 threads, or 512 where a block stages SMEM_WIDE elements or more. float32 rows stay in
+# the registers of a cluster as far as a plan reaches (8 blocks of 512 threads at 64 each), then go
+# to shared memory
+SMEM_FROM = {4: 8 * 512 * 64 + 1, 2: 4096}
 SMEM_BLOCK = 256
 SMEM_WIDE = 12288
 SMEM_SHARE_BYTES = 64 * 1024
@@ -200,14 +204,21 @@ def regs_plan(N: int, itemsize: int, aligned: bool = True) -> RegsPlan | None:
             if (vec, vecs, lanes, 1) in table:
                 return RegsPlan(vec, vecs, lanes, 1, REGS_WARP_BLOCK)
     if vec > 1 and N >= SMEM_FROM[itemsize]:
-        for cluster in REGS_CLUSTERS:
-            plan = smem_plan(N, itemsize, cluster)
-            if plan is not None and (plan.share * itemsize <= SMEM_SHARE_BYTES or cluster == REGS_CLUSTERS[-1]):
-                return plan
+        return staged_plan(N, itemsize)
     for ept, cluster, most in REGS_ORDER[itemsize]:
         threads = regs_block(span(N, vec), ept, cluster)
         if threads <= most and (vec, ept // vec, 0, cluster) in table:
             return RegsPlan(vec, ept // vec, 0, cluster, threads)
+    return staged_plan(N, itemsize) if vec > 1 else None  # past the registers' reach
+
+
+def staged_plan(N: int, itemsize: int) -> RegsPlan | None:
+    """The smallest cluster whose blocks stage at most SMEM_SHARE_BYTES each, else the largest's
+    staging if it fits."""
+    for cluster in REGS_CLUSTERS:
+        plan = smem_plan(N, itemsize, cluster)
+        if plan is not None and (plan.share * itemsize <= SMEM_SHARE_BYTES or cluster == REGS_CLUSTERS[-1]):
+            return plan
     return None
 
 
