@@ -279,3 +279,34 @@ def test_sibling_renderers_on_a_fixture_and_without_results():
     assert st.stamp(None, None) == ""
     with pytest.raises(ValueError):
         st.softmax_errors(errors, "three_pass")  # a kernel with no rows is an error, not an empty table
+
+
+@pytest.mark.parametrize("blocks", [1, 2, 8])
+@pytest.mark.parametrize("bias", [0.0, 64.0])
+def test_one_read_model_against_torch_softmax(blocks, bias):
+    """The one-read arithmetic (max first, one exp an element, each share rescaled once) in float32,
+    the 16-bit storage's 2^64 bias included: torch.softmax within the bound stated for a row split
+    over `blocks` blocks (NumPy's exp is not CUDA's, so not the same bits)."""
+    x = se.softmax_input("normal", 16, 1000, torch.float32, device="cpu")
+    x[3] *= 1e4
+    x[5, :700] -= 300  # one share's maximum far below the row's: its rescale underflows to 0
+    ref = torch.softmax(x, -1)
+    got = torch.from_numpy(np.stack([softmax.one_read_softmax(r, blocks, bias) for r in x.numpy()]))
+    limit = accuracy.softmax_bound(blocks, "float32", 1000, blocks)[0]
+    assert float(se.ulps(got.double() - ref.double(), ref.double(), "float32").max()) <= limit
+
+
+@pytest.mark.parametrize("row", [[1.0, 2.0, 3.0], [-np.inf, 5.0], [-np.inf, -np.inf], [np.inf, 1.0],
+                                 [np.inf, np.inf], [7.0], [-np.inf], [np.nan, 1.0], [1.0, np.nan, -np.inf],
+                                 [3e38, -3e38, 1.0], [-np.inf, -np.inf, -200.0, -200.0],
+                                 [-np.inf, -np.inf, 1.0, np.inf]])
+@pytest.mark.parametrize("blocks", [1, 2, 3])
+def test_one_read_model_special_values_as_torch(row, blocks):
+    """torch's rules hold under the split: a share of -inf only adds nothing, even where the row's
+    maximum is so low that exp(0 - m) overflows (the rescale's guard); a row of -inf only is NaN; a
+    +inf or a NaN anywhere makes the whole row NaN."""
+    ref = torch.softmax(torch.tensor(row, dtype=torch.float32), 0).numpy()
+    got = softmax.one_read_softmax(row, blocks)
+    assert np.array_equal(np.isnan(got), np.isnan(ref)), (got, ref)
+    ok = ~np.isnan(ref)
+    assert np.allclose(got[ok], ref[ok], rtol=1e-5, atol=0), (got, ref)

@@ -1,5 +1,5 @@
-"""Softmax over the last dim, the ladder's second sibling: three CUDA kernels of ours
-(cuda/softmax.cu) with one launcher, and a NumPy model of the online form's (m, d) merge.
+"""Softmax over the last dim, the ladder's second sibling: CUDA kernels of ours (cuda/softmax.cu)
+with one launcher, and NumPy models of the online form's (m, d) merge and of the one-read arithmetic.
 
     run(name, x) -> y     name in KERNELS; x of any shape, softmax over its last dim (made
                           contiguous, viewed as M x N); fp32, fp16 or bf16 storage, fp32 arithmetic
@@ -12,8 +12,9 @@ shared memory of up to 8 blocks of a cluster, and written from there; launch.reg
 shape from N). They are checked
 against torch.softmax on the GPU (tests/gpu/test_siblings_gpu.py).
 
-The NumPy model (`md_push`, `md_merge`, `online_softmax`) is the kernels' merge in float32 on the
-CPU, with the same guards, so the -inf / +inf / NaN rules can be read and tested without a GPU.
+The NumPy models (`md_push`, `md_merge`, `online_softmax`; `one_read_softmax`) are the kernels'
+arithmetic in float32 on the CPU, with the same guards, so the -inf / +inf / NaN rules can be read
+and tested without a GPU.
 """
 from __future__ import annotations
 
@@ -161,3 +162,35 @@ def online_softmax(row, parts: int = 1):
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         return (np.exp(row - m) / d).astype(f32)
 # --8<-- [end:md_model]
+
+
+# --8<-- [start:one_read_model]
+# The one-read kernels' arithmetic on one row, in float32: `blocks` contiguous shares (a cluster's
+# blocks) of ceil(N / blocks); each share's maximum, its exps against that maximum (times 2^bias, as
+# 16-bit storage takes them), their sum; the shares' (m, d) merged in rank order; each share's exps
+# rescaled once, by exp(m_share - m), and divided by the row's d.
+LOG2E = f32(1.4426950408889634)
+
+
+def one_read_softmax(row, blocks: int = 1, bias: float = 0.0):
+    row = np.asarray(row, f32)
+    share = -(-len(row) // blocks)
+    parts = [row[b * share:(b + 1) * share] for b in range(blocks)]
+    states, exps, shifts = [], [], []
+    with np.errstate(invalid="ignore", over="ignore"):
+        for p in parts:
+            m = np.fmax.reduce(p, initial=f32(-np.inf))  # fmaxf: a NaN loses to a number
+            shift = f32(0) if m == -np.inf else m
+            e = np.exp2((p - shift) * LOG2E + f32(bias)).astype(f32)
+            exps.append(e), shifts.append(shift), states.append((f32(m), f32(e.sum(dtype=f32))))
+        m, d = EMPTY
+        for s in states:
+            m, d = md_merge((m, d), s)
+        out = []
+        for e, shift, (_, d_share) in zip(exps, shifts, states):
+            # a share whose exps are all 0 adds 0 whatever the scale (exp(-m) may overflow)
+            rescale = f32(1) if blocks == 1 else f32(0) if d_share == 0 else f32(np.exp(f32(shift - m)))
+            with np.errstate(divide="ignore"):
+                out.append((e * f32(rescale / d)).astype(f32))
+    return np.concatenate(out) if out else row
+# --8<-- [end:one_read_model]

@@ -159,9 +159,8 @@ struct alignas(sizeof(T) * VEC) Pack {
 // instead of expf's eight instructions: the exps carry a factor 2^EXP_BIAS, which cancels in
 // exp / sum (and which cross-entropy's log takes back out), and which keeps every exp whose value
 // could round to a nonzero bf16 output clear of the subnormal range that .ftz flushes to 0. Its
-// relative error, about (|v| + 214 * ln 2) * 2^-24 + 2^-22, is far below half a bf16 or fp16 ulp
-// (accuracy.fast_exp_u counts it). With 16-bit rows the exps, not memory, set the pace unless they
-// are this cheap (results/ncu_siblings.json).
+// relative error, about (|v| + 44) * 2^-24 + 2^-22, is far below half a bf16 or fp16 ulp
+// (accuracy.fast_exp_u counts it). A 16-bit row has twice the elements a byte of a float32 one.
 template <typename T>
 struct RowExp {
   static constexpr float BIAS = sizeof(T) == 4 ? 0.f : 64.f;  // log2 of the exps' common factor
@@ -342,7 +341,7 @@ struct Share {
 // Writes the VEC outputs of the word at share position p: 16 bytes at once where the word is all this
 // row's, else only the row's own elements. The 16-byte store is written in PTX: as plain C++ the
 // compiler merges it with the element-wise branch (both store the same values) into per-element
-// stores, eight 2-byte stores a word for 16-bit types, which cost a third of the bandwidth.
+// stores, eight 2-byte stores a word for 16-bit types.
 template <typename T, unsigned VEC, typename S>
 __device__ __forceinline__ void store_word(T* y, int p, const Pack<T, VEC>& o, const S& sh) {
   if (sh.whole(p)) {
