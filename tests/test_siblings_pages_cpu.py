@@ -75,3 +75,39 @@ def test_profile_rows_of_an_earlier_plan_are_marked():
             row = next(line for line in table.split("\n") if f"| {c['dtype']} | {shape} |" in line
                        and c["kernel"] in line and "ladder::" in line)
             assert ("earlier plan" in row) == (now != c["launched"]), (c, row)
+
+
+def test_long_16bit_rows_are_latency_bound_as_the_page_says():
+    assert "On the long 16-bit rows `one_read` stays below 90% of a copy" in _page("softmax.md")
+    bench = json.loads((ROOT / "results" / "siblings_bench.json").read_text())
+    timed = [r for r in bench["rows"] if r["op"] == "softmax" and r["kernel"] == "one_read" and r["dtype"] != "fp32"
+             and r["shape"][1] >= 131072 and r["shape"][0] >= 256]
+    assert timed and all(r["pct_copy"] < 90 for r in timed), timed
+    long = [c for c in NCU["cases"] if c["kernel"] == "one_read" and c["dtype"] != "fp32" and c["shape"][1] >= 131072]
+    assert long
+    for c in long:
+        assert c["bound"] == "latency" and c["dram_pct"] < 60 and c["sm_sol_pct"] < 60, c
+
+
+def test_the_word_drawing_is_the_plan():
+    """The one-read word drawing (diagrams.one_read_words), read back from its data-* attributes: each
+    row's own elements sit once each in its words; a word is drawn whole exactly where all its slots are
+    the row's, partial where some are, and its lane is the plan's (word k of a row: lane k mod lanes)."""
+    import xml.etree.ElementTree as ET
+    from reimpl.docsite.diagrams import one_read_words
+    from reimpl.ladder.launch import regs_plan
+    N = 10
+    plan = regs_plan(N, 4)
+    svg = ET.fromstring(one_read_words("../", N, 3))
+    rects = list(svg.iter("{http://www.w3.org/2000/svg}rect"))
+    for r in range(3):
+        slots = [e for e in rects if e.get("data-row") == str(r) and e.get("data-element") is not None]
+        own = sorted(int(e.get("data-element")) for e in slots if e.get("data-element") != "-1")
+        assert own == list(range(N)), (r, own)
+        for w in (e for e in rects if e.get("data-row") == str(r) and e.get("data-kind")):
+            k = int(w.get("data-word"))
+            mine = [e.get("data-element") != "-1" for e in slots if e.get("data-word") == str(k)]
+            assert len(mine) == plan.vec
+            want = "whole" if all(mine) else "partial" if any(mine) else "none"
+            assert w.get("data-kind") == want and int(w.get("data-lane")) == k % plan.lanes, (r, k)
+    assert any(e.get("data-kind") == "partial" for e in rects)  # N = 10 rows do leave the word grid

@@ -168,8 +168,54 @@ def architecture(root: str) -> str:
     return _svg("architecture", w, h, body, "The package's layers, top to bottom, and the imports each may make")
 
 
+def one_read_words(root: str, N: int = 10, rows: int = 3, itemsize: int = 4) -> str:
+    """The one-read kernels' 16-byte words on rows that do not start on one: launch.regs_plan's plan
+    for rows of N, each row's window of words from the one holding its first element, the lane that
+    loads each word, and which words are loaded whole (16 bytes) or an element at a time."""
+    from ..ladder.launch import regs_plan
+    plan = regs_plan(N, itemsize)
+    vec, words = plan.vec, plan.vecs * plan.lanes
+    cw, ch, x0, y0, dy = 26, 24, 150, 34, 74
+    b = []
+    for r in range(rows):
+        lead = (r * N) % vec
+        y = y0 + r * dy
+        b.append(_label(8, y + 16, f"row {r}", size=11))
+        b.append(_label(8, y + 30, f"starts {lead} into a word", size=9))
+        for k in range(words):
+            p = k * vec  # window position of word k: element p - lead of the row
+            own = [0 <= p + j - lead < N for j in range(vec)]
+            kind = "whole" if all(own) else "partial" if any(own) else "none"
+            lane = k % plan.lanes
+            xw = x0 + k * (vec * cw + 8)
+            for j in range(vec):
+                g = r * N - lead + p + j  # the element of the tensor in this slot
+                row_of, e = divmod(g, N)
+                cls = "k" if own[j] else "g"
+                b.append(f"<rect class='{cls}' x='{xw + j * cw}' y='{y}' width='{cw}' height='{ch}' "
+                         f"data-row='{r}' data-word='{k}' data-element='{e if own[j] else -1}'/>")
+                b.append(_label(xw + j * cw + cw / 2, y + 16, f"{row_of}.{e}" if g >= 0 else "", "middle",
+                                "t" if own[j] else "m", size=9))
+            dash = " stroke-dasharray='4 3'" if kind == "partial" else ""
+            color = "#ef6c00" if kind == "partial" else "#3f51b5" if kind == "whole" else "#bbbbbb"
+            b.append(f"<rect x='{xw}' y='{y}' width='{vec * cw}' height='{ch}' fill='none' stroke='{color}' "
+                     f"stroke-width='2'{dash} data-row='{r}' data-word='{k}' data-lane='{lane}' data-kind='{kind}'/>")
+            b.append(_label(xw + vec * cw / 2, y + ch + 14, f"lane {lane}" + (" · by element" if kind == "partial"
+                                                                               else " · not read" if kind == "none"
+                                                                               else " · 16 bytes"),
+                            "middle", size=9))
+    w = x0 + words * (vec * cw + 8)
+    b.append(_label(8, y0 + rows * dy + 2, f"Rows of {N} float32; {plan.lanes} lanes a row, {plan.vecs} word(s) of "
+                    f"{vec} a lane; a slot shows row.element.", size=10))
+    b.append(_label(8, y0 + rows * dy + 18, "Grey slots belong to the neighbouring rows: never loaded, never written.",
+                    size=10))
+    return _svg("one_read_words", w, y0 + rows * dy + 28, b,
+                f"Rows of {N} float32 elements over 16-byte words: whole words load at once, the first and last "
+                "words of a row an element at a time")
+
+
 DIAGRAMS = {"dispatch": dispatch, "warp_shuffle": warp_shuffle, "interwarp": interwarp,
-            "architecture": architecture,
+            "architecture": architecture, "one_read_words": one_read_words,
             # where each thread works, drawn from the recorded launch plans (thread_diagrams.py)
             "lanes_vectorized": thread_diagrams.lanes_vectorized,
             "lanes_shfl_down": thread_diagrams.lanes_shfl_down,
