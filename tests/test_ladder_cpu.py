@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -22,17 +23,28 @@ def test_each_rung_file_compiles_for_sm90_without_warnings(source):
     prog = compile_mod.build(rungs.SOURCES[source], "sm_90", use_cache=False)
     assert prog.log == "", prog.log
     entries = [e for e in registry.CUDA_RUNGS if e.source == source]
-    assert len(prog.lowered) == len(rungs._instantiations(source)) == len(launch.STORAGE) * len(entries)
+    assert len(prog.lowered) == len(rungs._instantiations(source)) == len(launch.STORAGE) * sum(map(_shapes, entries))
+
+
+def _shapes(e) -> int:
+    """Instantiations a rung has per storage type: one, or (a rung with a plan) one per plan shape of
+    16-byte words, the same number for every storage size."""
+    if e.cuda.plan is None:
+        return 1
+    counts = {len([t for t in launch.regs_table(i) if t[0] == 16 // i]) for i in (4, 2)}
+    assert len(counts) == 1
+    return counts.pop()
 
 
 def test_one_kernel_file_per_rung_template():
     """A CUDA rung's file is named after its one `__global__` template and holds the page's section
     of the same name; two rungs share a file only where they share a template."""
-    assert sum(len(rungs._instantiations(s)) for s in rungs.SOURCES) == 3 * len(registry.CUDA_RUNGS)
+    assert sum(len(rungs._instantiations(s)) for s in rungs.SOURCES) == 3 * sum(map(_shapes, registry.CUDA_RUNGS))
     for e in registry.CUDA_RUNGS:
         text = (ROOT / e.source).read_text()
         assert (ROOT / e.source).name == f"{e.cuda.template}.cu", e
-        assert re.findall(r"__global__ void (\w+)\(", text) == [e.cuda.template], e
+        # the kernel's name, after any launch attributes (__launch_bounds__(...), __cluster_dims__(...))
+        assert re.findall(r"__global__ void\s+(?:__\w+__\([^)]*\)\s+)*(\w+)\(", text) == [e.cuda.template], e
         assert f"--8<-- [start:{e.cuda.template}]" in text and f"--8<-- [end:{e.cuda.template}]" in text
 
 
@@ -69,6 +81,18 @@ def _launched(name, M, N, dtype=torch.float32, offset=0):
     ("block_vec", 5, 1000, torch.float16, 0, "ln_block_vec<__half, float>", (5, 1, 1), (256, 1, 1), 2000),
     ("apex", 70000, 64, torch.float32, 0, "ln_apex<float, float>", (1, 65535, 1), (32, 4, 1), 0),
     ("rms_warp_sumsq", 8, 64, torch.float32, 0, "ln_warp_sums<float, float, true>", (2, 1, 1), (128, 1, 1), 0),
+    # row_held: the plan by width (a block, a warp's 32 lanes, a cluster of 4), and its fallbacks
+    ("row_held", 37, 4096, torch.float32, 0, "ln_row_held<float, float, false, 4u, 8u, 0u, 1u>", (37, 1, 1),
+     (128, 1, 1), 0),
+    ("row_held", 37, 768, torch.bfloat16, 0, "ln_row_held<__nv_bfloat16, float, false, 8u, 4u, 32u, 1u>",
+     (10, 1, 1), (128, 1, 1), 0),
+    ("row_held", 4, 65536, torch.float32, 0, "ln_row_held<float, float, false, 4u, 16u, 0u, 4u>", (16, 1, 1),
+     (256, 1, 1), 0),
+    ("row_held", 5, 1001, torch.float32, 0, "ln_block_cached<float, float>", (5, 1, 1), (256, 1, 1), 4004),
+    ("row_held", 5, 1024, torch.float32, 1, "ln_block_cached<float, float>", (5, 1, 1), (256, 1, 1), 4096),
+    ("rms_row_held", 8, 64, torch.float32, 0, "ln_row_held<float, float, true, 4u, 4u, 4u, 1u>", (1, 1, 1),
+     (128, 1, 1), 0),
+    ("rms_row_held", 8, 63, torch.float32, 0, "ln_warp_sums<float, float, true>", (2, 1, 1), (128, 1, 1), 0),
 ])
 def test_launch_configuration_and_fallbacks(name, M, N, dtype, offset, kernel, grid, block, smem):
     (launch_,) = _launched(name, M, N, dtype, offset)
@@ -163,3 +187,18 @@ def test_each_rung_run_line_selects_its_own_gpu_tests():
         bound = [i for i in ids if "test_rung_within_its_stated_bound" in i]
         assert len(bound) == 15 and all(f"[{name}-" in i for i in bound), (name, ids)
         assert all(f"[{name}" in i for i in ids), (name, ids)
+
+
+@pytest.mark.parametrize("itemsize", [4, 2])
+@pytest.mark.parametrize("N", [8, 64, 768, 1024, 4096, 5120, 12288, 32768, 65536, 131072, 262144])
+def test_row_held_plan_holds_the_row_once(N, itemsize):
+    """row_held's plan keeps the row in registers at every width it takes (no shared-memory staging)
+    and covers each element exactly once, as the one-read softmax's layout does."""
+    from tests.test_softmax_regs_cpu import _elements
+    plan = launch.held_plan(N, itemsize)
+    if plan is None:  # past a cluster's registers: the launcher falls back
+        assert not launch.held_applies(N, itemsize, True)
+        return
+    assert not plan.smem and plan.targs in launch.regs_table(itemsize)
+    got, _ = _elements(plan, N, 0)
+    assert np.array_equal(np.sort(got), np.arange(N)), (N, plan)

@@ -31,13 +31,15 @@ class Cuda:
     """How a kernel launched by name runs: its `__global__` template, template arguments beyond
     (T, T_ACC), `config(M, N, itemsize) -> (grid, block, dynamic shared bytes)`, the threads that
     reduce one row, and where its condition `applies(N, itemsize, aligned)` fails, the entry it
-    falls back to."""
+    falls back to. With `plan`, the rest of the template arguments and the launch shape are a
+    RegsPlan's, chosen by N (the one-read rung)."""
     template: str
     config: Callable[[int, int, int], tuple]
     threads: int | Callable[[int, int], int]  # or threads(N, itemsize), where the plan depends on N
     extra: tuple = ()
     applies: Callable[[int, int, bool], bool] = lambda N, itemsize, aligned: True
     fallback: str | None = None
+    plan: Callable[[int, int], "RegsPlan | None"] | None = None  # plan(N, itemsize): template arguments by N
 
     def threads_for(self, N: int, itemsize: int) -> int:
         return self.threads(N, itemsize) if callable(self.threads) else self.threads
@@ -189,10 +191,11 @@ def regs_table(itemsize: int) -> list[tuple]:
     return out
 
 
-def regs_plan(N: int, itemsize: int, aligned: bool = True) -> RegsPlan | None:
+def regs_plan(N: int, itemsize: int, aligned: bool = True, staged: bool = True) -> RegsPlan | None:
     """The plan for a row of N (`aligned`: X's base on a 16-byte boundary): the fewest lanes of a
     warp whose threads hold it in at most REGS_WARP_MOST words, else shared memory for wide rows of
-    16-byte words, else the first block shape of REGS_ORDER; None past the largest cluster's reach."""
+    16-byte words (not where `staged` is False: a kernel with registers only), else the first block
+    shape of REGS_ORDER; None past the largest cluster's reach."""
     vec = regs_vec(itemsize, aligned)
     words = -(-span(N, vec) // vec)
     table = regs_table(itemsize)
@@ -203,13 +206,13 @@ def regs_plan(N: int, itemsize: int, aligned: bool = True) -> RegsPlan | None:
             vecs = next(v for v in REGS_WARP_VECS + (8,) if v >= vecs)
             if (vec, vecs, lanes, 1) in table:
                 return RegsPlan(vec, vecs, lanes, 1, REGS_WARP_BLOCK)
-    if vec > 1 and N >= SMEM_FROM[itemsize]:
+    if staged and vec > 1 and N >= SMEM_FROM[itemsize]:
         return staged_plan(N, itemsize)
     for ept, cluster, most in REGS_ORDER[itemsize]:
         threads = regs_block(span(N, vec), ept, cluster)
         if threads <= most and (vec, ept // vec, 0, cluster) in table:
             return RegsPlan(vec, ept // vec, 0, cluster, threads)
-    return staged_plan(N, itemsize) if vec > 1 else None  # past the registers' reach
+    return staged_plan(N, itemsize) if staged and vec > 1 else None  # past the registers' reach
 
 
 def staged_plan(N: int, itemsize: int) -> RegsPlan | None:
@@ -236,4 +239,18 @@ def regs_config(M, N, itemsize):
 
 def regs_threads(N, itemsize):
     plan = regs_plan(N, itemsize)
+    return plan.threads_per_row() if plan else BLOCK
+
+
+def held_plan(N: int, itemsize: int) -> RegsPlan | None:
+    """The registers-only plan of the ladder's one-read rung (ln_row_held) for aligned rows of N."""
+    return regs_plan(N, itemsize, True, staged=False)
+
+
+def held_applies(N, itemsize, aligned):
+    return aligned and (N * itemsize) % 16 == 0 and held_plan(N, itemsize) is not None
+
+
+def held_threads(N, itemsize):
+    plan = held_plan(N, itemsize)
     return plan.threads_per_row() if plan else BLOCK

@@ -12,8 +12,8 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
-from .launch import (Cuda, apex_grid, per_block, per_block_cached, per_thread, per_warp, regs_config,
-                     regs_threads, row_fits, row_fits_vectors, BLOCK)
+from .launch import (Cuda, apex_grid, held_applies, held_plan, held_threads, per_block, per_block_cached, per_thread,
+                     per_warp, regs_config, regs_threads, row_fits, row_fits_vectors, BLOCK)
 
 # the error-bound families reimpl/ladder/accuracy.py states a bound for
 BOUND_FAMILIES = ("two_pass", "one_pass", "welford", "sum_of_squares", "softmax", "batchnorm")
@@ -89,11 +89,26 @@ ENTRIES = (
           cuda=Cuda("ln_warp_regs", per_warp, 32,
                     applies=lambda N, itemsize, aligned: aligned and (N * itemsize) % 16 == 0 and N * itemsize <= 2048,
                     fallback="block_vec")),
+    Entry("row_held", "ladder",
+          "the row held in registers and laid out by its width: 4 to 32 lanes of a warp for short rows, a "
+          "block for middle ones, a thread-block cluster merging its blocks' moments for long ones; 16-byte "
+          "words, read once, two passes over the held row",
+          "OneFlow's LayerNorm (layer_norm.cuh: dispatch by width, the row in registers); the cluster split "
+          "after quack (Dao-AILab, CuTe DSL); Chan, Golub and LeVeque (1979) for the merge",
+          "reimpl/ladder/cuda/ln_row_held.cu", _CUDA_RUNG, "two_pass", _LADDER_TEST + '"row_held and not rms"',
+          cuda=Cuda("ln_row_held", None, held_threads, (False,), applies=held_applies, fallback="block_vec",
+                    plan=held_plan)),
     Entry("rms_warp_sumsq", "ladder",
           "RMSNorm's rung: one warp per row, one pass of sum of squares",
           "RMSNorm: Zhang and Sennrich (2019)",
           "reimpl/ladder/cuda/ln_warp_sums.cu", _CUDA_RUNG, "sum_of_squares", _LADDER_TEST + "rms_warp_sumsq",
           rms_norm=True, cuda=Cuda("ln_warp_sums", per_warp, 32, (True,))),
+    Entry("rms_row_held", "ladder",
+          "RMSNorm on row_held's layout: the sum of squares over the held row, merged over a cluster's blocks",
+          "OneFlow's RMSNorm (the same dispatch by width); RMSNorm: Zhang and Sennrich (2019)",
+          "reimpl/ladder/cuda/ln_row_held.cu", _CUDA_RUNG, "sum_of_squares", _LADDER_TEST + "rms_row_held",
+          rms_norm=True, cuda=Cuda("ln_row_held", None, held_threads, (True,), applies=held_applies,
+                                   fallback="rms_warp_sumsq", plan=held_plan)),
     Entry("triton_ln", "ladder",
           "one program per row, the row held in registers, warps autotuned per N; backward kernels too",
           "Triton's layer-norm tutorial (Tillet et al.)",

@@ -11,16 +11,26 @@ from __future__ import annotations
 
 from ..device.kernel_types import KernelTemplate, float_
 from . import registry
-from .launch import STORAGE, cuda_source, launch, storage_type
+from .launch import STORAGE, cuda_source, launch, regs_table, storage_type
 
 _PARAMS = ("ptr", "ptr", "ptr", "ptr", "ptr", "ptr", "int64", "int64", "T_ACC")
 RUNGS = {e.name: e for e in registry.CUDA_RUNGS}
 
 
 def _instantiations(source: str) -> list:
-    """Every storage type of every rung whose kernel is in `source` (two rungs may share a template)."""
-    return [TEMPLATES[e.cuda.template][(T, float_, *e.cuda.extra)]
-            for T in STORAGE.values() for e in RUNGS.values() if e.source == source]
+    """Every storage type of every rung whose kernel is in `source` (two rungs may share a template),
+    and for a rung with a plan every plan shape its rows of 16-byte words can take."""
+    out = []
+    for T in STORAGE.values():
+        for e in RUNGS.values():
+            if e.source != source:
+                continue
+            if e.cuda.plan is None:
+                out.append(TEMPLATES[e.cuda.template][(T, float_, *e.cuda.extra)])
+            else:
+                out += [TEMPLATES[e.cuda.template][(T, float_, *e.cuda.extra, *targs)]
+                        for targs in regs_table(T.itemsize) if targs[0] == 16 // T.itemsize]
+    return out
 
 
 # one CudaSource per rung file, and one KernelTemplate per template
@@ -29,8 +39,17 @@ TEMPLATES = {e.cuda.template: KernelTemplate(e.cuda.template, _PARAMS, SOURCES[e
              for e in RUNGS.values()}
 
 
-def kernel_for(rung: registry.Entry, T):
-    return TEMPLATES[rung.cuda.template][(T, float_, *rung.cuda.extra)]
+def kernel_for(rung: registry.Entry, T, N: int = 0):
+    """The instantiation rung `rung` launches for rows of N of storage type T."""
+    plan = rung.cuda.plan(N, T.itemsize).targs if rung.cuda.plan else ()
+    return TEMPLATES[rung.cuda.template][(T, float_, *rung.cuda.extra, *plan)]
+
+
+def launch_shape(rung: registry.Entry, M: int, N: int, itemsize: int) -> tuple:
+    """(grid, block, dynamic shared bytes) of rung `rung` for M rows of N."""
+    if rung.cuda.plan:
+        return rung.cuda.plan(N, itemsize).launch(M)
+    return rung.cuda.config(M, N, itemsize)
 
 
 def choose(rung: registry.Entry, N: int, itemsize: int, aligned: bool) -> registry.Entry:
@@ -61,7 +80,7 @@ def run(name: str, x, weight=None, bias=None, eps: float = 1e-5):
     aligned = all(p % 16 == 0 for p in ptrs)
     chosen = choose(rung, N, T.itemsize, aligned)
     if M and N:
-        grid, block, smem = chosen.cuda.config(M, N, T.itemsize)
-        launch(kernel_for(chosen, T), grid, block, smem, *ptrs, Y.data_ptr(), mean.data_ptr(), rstd.data_ptr(),
+        grid, block, smem = launch_shape(chosen, M, N, T.itemsize)
+        launch(kernel_for(chosen, T, N), grid, block, smem, *ptrs, Y.data_ptr(), mean.data_ptr(), rstd.data_ptr(),
                M, N, float(eps))
     return Y.view(x.shape), (None if rung.rms_norm else mean), rstd

@@ -19,7 +19,7 @@
 // Contract (the launcher in reimpl/ladder/softmax.py): X and Y are M x N, contiguous, of type T;
 // arithmetic is float. A row of -inf only gives NaN, and a +inf anywhere in a row makes it NaN, as
 // torch.softmax does (exp(x - max) is exp(NaN) there).
-#include "common.cuh"
+#include "row.cuh"
 
 namespace ladder {
 
@@ -54,19 +54,10 @@ __device__ __forceinline__ MD shfl_xor(MD s, int mask) {
   return {__shfl_xor_sync(FULL_MASK, s.m, mask), __shfl_xor_sync(FULL_MASK, s.d, mask)};
 }
 
-// The merges the scaffold (reduce.cuh) takes: (m, d) states, and the three-pass kernel's floats.
+// The merges the scaffold (reduce.cuh) takes: (m, d) states (and row.cuh's Max and Sum, floats).
 struct MdMerge {
   __device__ __forceinline__ MD operator()(MD a, MD b) const { return md_merge(a, b); }
 };
-struct Max {
-  static constexpr bool commutes = true;
-  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
-};
-struct Sum {
-  static constexpr bool commutes = true;
-  __device__ float operator()(float a, float b) const { return a + b; }
-};
-
 // The three-pass kernel reduces twice through one `smem`: a barrier after each reduction frees it.
 template <typename Op>
 __device__ float block_reduce_float(float v, float identity, float* smem, Op op) {
@@ -147,13 +138,6 @@ __global__ void softmax_online_block(const T* X, T* Y, int64_t M, int64_t N) {
 // that hold the row, from the one holding its first element (X's base is 16-byte aligned, the launcher
 // checks). The row's first and last words are read an element at a time, only the row's own elements,
 // the others counting as -inf; so no load leaves the row.
-constexpr unsigned REGS_MAX_BLOCK = 512;  // launch.REGS_MAX_BLOCK: at most 128 registers a thread
-
-template <typename T, unsigned VEC>
-struct alignas(sizeof(T) * VEC) Pack {
-  T v[VEC];
-};
-
 // The exponential of the one-read kernels. For float32 storage, expf. For 16-bit storage, whose
 // output carries 8 or 11 bits, ex2.approx.ftz of v * log2(e) + EXP_BIAS, one FFMA and one MUFU
 // instead of expf's eight instructions: the exps carry a factor 2^EXP_BIAS, which cancels in
@@ -205,25 +189,6 @@ __device__ __forceinline__ float word_max(const T (&v)[VEC]) {
     for (unsigned j = 1; j < VEC; ++j) m = fmaxf(m, to_f(v[j]));
     return m;
   }
-}
-
-// A float reduced over the threads of a row: LANES lanes of a warp by a butterfly, or (LANES = 0) the
-// whole block, its warps through `red` (a slot a warp). Every thread gets the same bits.
-template <unsigned LANES, typename Op>
-__device__ __forceinline__ float row_reduce(float v, float identity, float* red, Op op) {
-  if constexpr (LANES == 0) {
-    return block_all_reduce(v, identity, red, op);
-  } else {
-    for (unsigned mask = LANES / 2; mask > 0; mask >>= 1) v = op(v, shfl_xor(v, (int)mask));
-    return v;
-  }
-}
-
-// Hopper's cluster barrier: every thread of every block of the cluster arrives (release) and waits
-// (acquire), so shared-memory writes before it are seen by the other blocks after it.
-__device__ __forceinline__ void cluster_sync() {
-  __cluster_barrier_arrive();
-  __cluster_barrier_wait();
 }
 
 // The row's (m, d) from the blocks' own: each block publishes its state, and every block merges all
@@ -304,61 +269,6 @@ struct CrossEntropyOut {
   __device__ __forceinline__ T* out() const { return dX; }
 };
 
-// Where a thread's share of a row lies. A share is `span` window positions: block `rank` of a
-// cluster (or the one group of LANES threads) holds positions [rank * span, (rank + 1) * span) of the
-// row's window, which starts at the 16-byte word holding the row's first element, `lead` elements
-// before it. Element e of the row sits at position e + lead; in share coordinates, the row's elements
-// are the positions [lo, hi).
-template <unsigned VEC, unsigned LANES, unsigned CLUSTER>
-struct Share {
-  int64_t row, first;  // first: the row's element at the share's position 0
-  int lo, hi;          // 32-bit: a row a plan holds is far shorter than 2^31 (launch.regs_plan)
-  unsigned lane, lanes;
-  __device__ __forceinline__ Share(int64_t M, int64_t N, int64_t span) {
-    if constexpr (LANES == 0) {
-      row = blockIdx.x / CLUSTER;
-      lanes = blockDim.x;
-      lane = threadIdx.x;
-    } else {
-      row = (int64_t)blockIdx.x * (blockDim.x / LANES) + threadIdx.x / LANES;
-      lanes = LANES;
-      lane = threadIdx.x % LANES;
-    }
-    const int64_t rank = CLUSTER > 1 ? (int64_t)__clusterRelativeBlockRank() : 0;
-    const int64_t lead = VEC > 1 ? (row * N) % VEC : 0;
-    first = rank * span - lead;
-    lo = (int)-first;
-    // rows past M (the last block of short rows) still take part in the reductions, on no elements
-    hi = row < M ? (int)(N - first) : lo;
-  }
-  __device__ __forceinline__ bool any() const { return hi > 0 && hi > lo; }
-  // the word at position p: does it hold any of the row, all of it; is position p the row's
-  __device__ __forceinline__ bool touches(int p) const { return p + (int)VEC > lo && p < hi; }
-  __device__ __forceinline__ bool whole(int p) const { return p >= lo && p + (int)VEC <= hi; }
-  __device__ __forceinline__ bool holds(int p) const { return p >= lo && p < hi; }
-};
-
-// Writes the VEC outputs of the word at share position p: 16 bytes at once where the word is all this
-// row's, else only the row's own elements. The 16-byte store is written in PTX: as plain C++ the
-// compiler merges it with the element-wise branch (both store the same values) into per-element
-// stores, eight 2-byte stores a word for 16-bit types.
-template <typename T, unsigned VEC, typename S>
-__device__ __forceinline__ void store_word(T* y, int p, const Pack<T, VEC>& o, const S& sh) {
-  if (sh.whole(p)) {
-    if constexpr (sizeof(o) == 16) {
-      const uint4 v = *reinterpret_cast<const uint4*>(&o);
-      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(y + p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
-                   : "memory");
-    } else {
-      *reinterpret_cast<Pack<T, VEC>*>(y + p) = o;
-    }
-  } else {
-#pragma unroll
-    for (unsigned j = 0; j < VEC; ++j)
-      if (sh.holds(p + j)) y[p + j] = o.v[j];
-  }
-}
-
 // The row in registers. A row belongs to LANES threads (4 to 32: several rows per block) or, with
 // LANES = 0, to the whole block, and with CLUSTER > 1 to the CLUSTER blocks of a cluster, each holding
 // a contiguous share. Thread `lane` loads VECS words of VEC elements: word k of the share is
@@ -374,12 +284,7 @@ __device__ __forceinline__ void row_pass_regs(const T* X, int64_t M, int64_t N, 
 #pragma unroll
   for (unsigned k = 0; k < VECS; ++k) {
     const int p = (int)((k * sh.lanes + sh.lane) * VEC);
-    if (sh.whole(p)) {
-      held[k] = *reinterpret_cast<const Pack<T, VEC>*>(x + p);
-    } else {
-#pragma unroll
-      for (unsigned j = 0; j < VEC; ++j) held[k].v[j] = sh.holds(p + j) ? x[p + j] : from_f<T>(neg_inf());
-    }
+    load_word(held[k], x, p, sh, from_f<T>(neg_inf()));
     m = fmaxf(m, word_max(held[k].v));
   }
   float e[ELEMS];

@@ -1,0 +1,103 @@
+// One rung of the study ladder: its entry is in reimpl/ladder/registry.py, the rungs' contract in ladder.cuh.
+#include "ladder.cuh"
+#include "row.cuh"
+
+namespace ladder {
+
+// --8<-- [start:ln_row_held]
+// The top CUDA rung: the row held on chip, laid out by its width as OneFlow's layer_norm.cuh does
+// (launch.held_plan: 4 to 32 lanes of a warp for short rows, several rows a block; a block for
+// middle rows; a thread-block cluster for long ones), read once as 16-byte words and written once.
+// Inside a block the statistics take two passes over the held row: the mean, then the squared
+// deviations about it, so nothing cancels (RMSNorm: the sum of squares alone). A cluster's blocks
+// merge their (count, mean, M2) with Chan's formula through distributed shared memory, in rank
+// order, so that every block holds the same bits. Rows are 16-byte aligned and a whole number of
+// words (the launcher checks; block_vec or rms_warp_sumsq take the others).
+struct Moments {
+  float n, mean, m2;
+};
+
+__device__ __forceinline__ Moments chan_merge(Moments a, Moments b) {
+  if (b.n == 0.f) return a;
+  if (a.n == 0.f) return b;
+  const float n = a.n + b.n, delta = b.mean - a.mean;
+  return {n, a.mean + delta * (b.n / n), a.m2 + b.m2 + delta * delta * (a.n * b.n / n)};
+}
+
+struct RowHeldScratch {
+  float sum[32], sq[32];
+  Moments block;
+};
+
+template <typename T, typename T_ACC, bool RMS, unsigned VEC, unsigned VECS, unsigned LANES, unsigned CLUSTER>
+__global__ void __launch_bounds__(REGS_MAX_BLOCK) __cluster_dims__(CLUSTER, 1, 1)
+    ln_row_held(const T* X, const T* W, const T* B, T* Y, float* mean, float* rstd, int64_t M, int64_t N,
+                T_ACC eps) {
+  __shared__ RowHeldScratch scratch;
+  const int span = (int)((LANES ? LANES : blockDim.x) * VECS * VEC);
+  const Share<VEC, LANES, CLUSTER> sh(M, N, span);
+  const T* x = X + sh.row * N + sh.first;
+  Pack<T, VEC> held[VECS];
+  float s = 0.f;
+#pragma unroll
+  for (unsigned k = 0; k < VECS; ++k) {
+    const int p = (int)((k * sh.lanes + sh.lane) * VEC);
+    load_word(held[k], x, p, sh, from_f<T>(0.f));
+#pragma unroll
+    for (unsigned j = 0; j < VEC; ++j) s += to_f(held[k].v[j]);
+  }
+  const int lo = sh.lo > 0 ? sh.lo : 0, hi = sh.hi < span ? sh.hi : span;
+  const float n = hi > lo ? (float)(hi - lo) : 0.f;  // the share's own elements
+  float m_b = 0.f;
+  if constexpr (!RMS) {
+    const float total = row_reduce<LANES>(s, 0.f, scratch.sum, Sum());
+    m_b = n > 0.f ? total / n : 0.f;
+  }
+  float q = 0.f;
+#pragma unroll
+  for (unsigned k = 0; k < VECS; ++k) {
+    const int p = (int)((k * sh.lanes + sh.lane) * VEC);
+#pragma unroll
+    for (unsigned j = 0; j < VEC; ++j) {
+      const float d = sh.holds(p + j) ? to_f(held[k].v[j]) - m_b : 0.f;
+      q += d * d;
+    }
+  }
+  Moments st{n, m_b, row_reduce<LANES>(q, 0.f, scratch.sq, Sum())};
+  if constexpr (CLUSTER > 1) {  // every block merges all the blocks' moments, in rank order
+    if (threadIdx.x == 0) scratch.block = st;
+    cluster_sync();
+    Moments r{0.f, 0.f, 0.f};
+    for (unsigned b = 0; b < CLUSTER; ++b)
+      r = chan_merge(r, *static_cast<const Moments*>(__cluster_map_shared_rank(&scratch.block, b)));
+    cluster_sync();  // no block leaves while another still reads its shared memory
+    st = r;
+  }
+  const float mu = RMS ? 0.f : st.mean, rs = rsqrtf(st.m2 / (float)N + eps);
+  if (!sh.any()) return;  // after the reductions: every thread took part
+  if (sh.lo >= 0 && sh.lane == 0) {
+    if constexpr (!RMS) mean[sh.row] = mu;
+    rstd[sh.row] = rs;
+  }
+  T* y = Y + sh.row * N + sh.first;
+#pragma unroll
+  for (unsigned k = 0; k < VECS; ++k) {
+    const int p = (int)((k * sh.lanes + sh.lane) * VEC);
+    if (sh.touches(p)) {
+      Pack<T, VEC> w{}, b{}, o;
+      if (W != nullptr) w = *reinterpret_cast<const Pack<T, VEC>*>(W + sh.first + p);
+      if (B != nullptr) b = *reinterpret_cast<const Pack<T, VEC>*>(B + sh.first + p);
+#pragma unroll
+      for (unsigned j = 0; j < VEC; ++j) {
+        float v = (to_f(held[k].v[j]) - mu) * rs;
+        if (W != nullptr) v *= to_f(w.v[j]);
+        if (B != nullptr) v += to_f(b.v[j]);
+        o.v[j] = from_f<T>(v);
+      }
+      store_word(y, p, o, sh);
+    }
+  }
+}
+// --8<-- [end:ln_row_held]
+
+}  // namespace ladder

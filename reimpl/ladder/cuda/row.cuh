@@ -1,0 +1,114 @@
+// What the one-read kernels share (softmax.cu's, and the ladder's ln_row_held.cu): a row, or a
+// thread-block cluster block's share of it, laid out over the threads that hold it as 16-byte words;
+// a float reduced over those threads; the cluster barrier; and the store of a word. launch.regs_plan
+// chooses the layout (lanes of a warp or a block, words a thread, blocks a cluster).
+#pragma once
+#include "common.cuh"
+
+namespace ladder {
+
+// --8<-- [start:row_layout]
+constexpr unsigned REGS_MAX_BLOCK = 512;  // launch.REGS_MAX_BLOCK: at most 128 registers a thread
+
+template <typename T, unsigned VEC>
+struct alignas(sizeof(T) * VEC) Pack {
+  T v[VEC];
+};
+
+struct Max {
+  static constexpr bool commutes = true;
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+struct Sum {
+  static constexpr bool commutes = true;
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+
+// A float reduced over the threads of a row: LANES lanes of a warp by a butterfly, or (LANES = 0) the
+// whole block, its warps through `red` (a slot a warp). Every thread gets the same bits.
+template <unsigned LANES, typename Op>
+__device__ __forceinline__ float row_reduce(float v, float identity, float* red, Op op) {
+  if constexpr (LANES == 0) {
+    return block_all_reduce(v, identity, red, op);
+  } else {
+    for (unsigned mask = LANES / 2; mask > 0; mask >>= 1) v = op(v, shfl_xor(v, (int)mask));
+    return v;
+  }
+}
+
+// Hopper's cluster barrier: every thread of every block of the cluster arrives (release) and waits
+// (acquire), so shared-memory writes before it are seen by the other blocks after it.
+__device__ __forceinline__ void cluster_sync() {
+  __cluster_barrier_arrive();
+  __cluster_barrier_wait();
+}
+
+// Where a thread's share of a row lies. A share is `span` window positions: block `rank` of a
+// cluster (or the one group of LANES threads) holds positions [rank * span, (rank + 1) * span) of the
+// row's window, which starts at the 16-byte word holding the row's first element, `lead` elements
+// before it. Element e of the row sits at position e + lead; in share coordinates, the row's elements
+// are the positions [lo, hi).
+template <unsigned VEC, unsigned LANES, unsigned CLUSTER>
+struct Share {
+  int64_t row, first;  // first: the row's element at the share's position 0
+  int lo, hi;          // 32-bit: a row a plan holds is far shorter than 2^31 (launch.regs_plan)
+  unsigned lane, lanes;
+  __device__ __forceinline__ Share(int64_t M, int64_t N, int64_t span) {
+    if constexpr (LANES == 0) {
+      row = blockIdx.x / CLUSTER;
+      lanes = blockDim.x;
+      lane = threadIdx.x;
+    } else {
+      row = (int64_t)blockIdx.x * (blockDim.x / LANES) + threadIdx.x / LANES;
+      lanes = LANES;
+      lane = threadIdx.x % LANES;
+    }
+    const int64_t rank = CLUSTER > 1 ? (int64_t)__clusterRelativeBlockRank() : 0;
+    const int64_t lead = VEC > 1 ? (row * N) % VEC : 0;
+    first = rank * span - lead;
+    lo = (int)-first;
+    // rows past M (the last block of short rows) still take part in the reductions, on no elements
+    hi = row < M ? (int)(N - first) : lo;
+  }
+  __device__ __forceinline__ bool any() const { return hi > 0 && hi > lo; }
+  // the word at position p: does it hold any of the row, all of it; is position p the row's
+  __device__ __forceinline__ bool touches(int p) const { return p + (int)VEC > lo && p < hi; }
+  __device__ __forceinline__ bool whole(int p) const { return p >= lo && p + (int)VEC <= hi; }
+  __device__ __forceinline__ bool holds(int p) const { return p >= lo && p < hi; }
+};
+
+// Loads the word at share position p: 16 bytes at once where the word is all this row's, else only
+// the row's own elements, `fill` standing in for the others (no load leaves the row).
+template <typename T, unsigned VEC, typename S>
+__device__ __forceinline__ void load_word(Pack<T, VEC>& w, const T* x, int p, const S& sh, T fill) {
+  if (sh.whole(p)) {
+    w = *reinterpret_cast<const Pack<T, VEC>*>(x + p);
+  } else {
+#pragma unroll
+    for (unsigned j = 0; j < VEC; ++j) w.v[j] = sh.holds(p + j) ? x[p + j] : fill;
+  }
+}
+
+// Writes the VEC outputs of the word at share position p: 16 bytes at once where the word is all this
+// row's, else only the row's own elements. The 16-byte store is written in PTX: as plain C++ the
+// compiler merges it with the element-wise branch (both store the same values) into per-element
+// stores, eight 2-byte stores a word for 16-bit types.
+template <typename T, unsigned VEC, typename S>
+__device__ __forceinline__ void store_word(T* y, int p, const Pack<T, VEC>& o, const S& sh) {
+  if (sh.whole(p)) {
+    if constexpr (sizeof(o) == 16) {
+      const uint4 v = *reinterpret_cast<const uint4*>(&o);
+      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(y + p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+                   : "memory");
+    } else {
+      *reinterpret_cast<Pack<T, VEC>*>(y + p) = o;
+    }
+  } else {
+#pragma unroll
+    for (unsigned j = 0; j < VEC; ++j)
+      if (sh.holds(p + j)) y[p + j] = o.v[j];
+  }
+}
+// --8<-- [end:row_layout]
+
+}  // namespace ladder
