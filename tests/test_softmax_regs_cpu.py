@@ -97,3 +97,18 @@ def test_cross_entropy_refuses_bad_input_before_any_launch():
             _launches(lambda: cross_entropy.loss_and_grad(*args))
     with pytest.raises(ValueError, match="reduction must be one of"):
         _launches(lambda: cross_entropy.loss_and_grad(x, t, reduction="none"))
+
+
+def test_cross_entropy_past_the_scalar_plans_copies_to_words_and_past_every_plan_refuses():
+    """Logits off the 16-byte boundary whose rows the scalar plans cannot hold are copied to an aligned
+    buffer and take 16-byte words; rows longer than any plan holds are refused before any launch."""
+    N = 262144
+    base = torch.zeros(2 * N + 1, dtype=torch.bfloat16)
+    x = base[1:].view(2, N)
+    assert regs_plan(N, 2, softmax.aligned(x)) is None and regs_plan(N, 2, True) is not None
+    ((kernel, *_),) = _launches(lambda: cross_entropy.loss_and_grad(x, torch.zeros(2, dtype=torch.int64)))
+    assert kernel.startswith("cross_entropy_smem<__nv_bfloat16, float, 8u,"), kernel
+    with runtime.use(runtime.RecordingRuntime()) as rt:
+        with pytest.raises(ValueError, match="logits' rows of 1000000 classes are longer"):
+            cross_entropy.loss_and_grad(torch.zeros(2, 10**6), torch.zeros(2, dtype=torch.int64))
+    assert rt.launches == []

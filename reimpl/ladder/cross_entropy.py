@@ -45,14 +45,17 @@ def loss_and_grad(logits, target, ignore_index: int = -100, reduction: str = "me
     T = _check(logits, target, reduction)
     X, t = logits.contiguous(), target.contiguous()
     M, N = X.shape
+    plan = plan or regs_plan(N, T.itemsize, aligned(X))
+    if plan is None and not aligned(X):  # past what scalar loads hold: an aligned copy takes 16-byte words
+        X = X.clone()
+        plan = regs_plan(N, T.itemsize, True)
+    if plan is None:  # before anything runs on the device
+        raise ValueError(f"cross_entropy: logits' rows of {N} classes are longer than the kernel holds")
     counted = (t != ignore_index).sum()
     # 1 / counted rows for a mean (a device scalar: the kernel reads it, the host never waits)
     scale = (1.0 / counted.float() if reduction == "mean" else torch.ones((), device=X.device)).reshape(1)
     grad = torch.empty_like(X)
     rows = torch.empty(M, dtype=torch.float32, device=X.device)
-    plan = plan or regs_plan(N, T.itemsize, aligned(X))
-    if plan is None:
-        raise ValueError(f"cross_entropy: rows of {N} classes are longer than the kernel holds")
     if M and N:
         grid, block, smem = plan.launch(M)
         kernel, extra = row_kernel(plan, T, "cross_entropy")
