@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..ladder import accuracy, registry
-from ..ladder.softmax import KERNELS as SOFTMAX_KERNELS, bound as softmax_bound
+from ..ladder import accuracy
+from ..ladder.softmax import bound as softmax_bound
 from . import siblings_bench_tables
 from .ladder_tables import caption
 

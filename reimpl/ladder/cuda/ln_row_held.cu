@@ -10,23 +10,13 @@ namespace ladder {
 // middle rows; a thread-block cluster for long ones), read once as 16-byte words and written once.
 // Inside a block the statistics take two passes over the held row: the mean, then the squared
 // deviations about it, so nothing cancels (RMSNorm: the sum of squares alone). A cluster's blocks
-// merge their (count, mean, M2) with Chan's formula through distributed shared memory, in rank
-// order, so that every block holds the same bits. Rows are 16-byte aligned and a whole number of
-// words (the launcher checks; block_vec or rms_warp_sumsq take the others).
-struct Moments {
-  float n, mean, m2;
-};
-
-__device__ __forceinline__ Moments chan_merge(Moments a, Moments b) {
-  if (b.n == 0.f) return a;
-  if (a.n == 0.f) return b;
-  const float n = a.n + b.n, delta = b.mean - a.mean;
-  return {n, a.mean + delta * (b.n / n), a.m2 + b.m2 + delta * delta * (a.n * b.n / n)};
-}
-
+// merge their Welford states (count, mean, M2) with Chan's formula (welford_merge) through
+// distributed shared memory, in rank order, so that every block holds the same bits. Rows are
+// 16-byte aligned and a whole number of words (the launcher checks; block_vec or rms_warp_sumsq
+// take the others).
 struct RowHeldScratch {
   float sum[32], sq[32];
-  Moments block;
+  Welford block;
 };
 
 template <typename T, typename T_ACC, bool RMS, unsigned VEC, unsigned VECS, unsigned LANES, unsigned CLUSTER>
@@ -63,16 +53,8 @@ __global__ void __launch_bounds__(REGS_MAX_BLOCK) __cluster_dims__(CLUSTER, 1, 1
       q += d * d;
     }
   }
-  Moments st{n, m_b, row_reduce<LANES>(q, 0.f, scratch.sq, Sum())};
-  if constexpr (CLUSTER > 1) {  // every block merges all the blocks' moments, in rank order
-    if (threadIdx.x == 0) scratch.block = st;
-    cluster_sync();
-    Moments r{0.f, 0.f, 0.f};
-    for (unsigned b = 0; b < CLUSTER; ++b)
-      r = chan_merge(r, *static_cast<const Moments*>(__cluster_map_shared_rank(&scratch.block, b)));
-    cluster_sync();  // no block leaves while another still reads its shared memory
-    st = r;
-  }
+  Welford st{n, m_b, row_reduce<LANES>(q, 0.f, scratch.sq, Sum())};
+  if constexpr (CLUSTER > 1) st = cluster_reduce<CLUSTER>(st, &scratch.block, Welford{0.f, 0.f, 0.f}, WelfordMerge());
   const float mu = RMS ? 0.f : st.mean, rs = rsqrtf(st.m2 / (float)N + eps);
   if (!sh.any()) return;  // after the reductions: every thread took part
   if (sh.lo >= 0 && sh.lane == 0) {

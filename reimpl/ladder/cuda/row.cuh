@@ -1,6 +1,7 @@
 // What the one-read kernels share (softmax.cu's, and the ladder's ln_row_held.cu): a row, or a
 // thread-block cluster block's share of it, laid out over the threads that hold it as 16-byte words;
-// a float reduced over those threads; the cluster barrier; and the store of a word. launch.regs_plan
+// a float reduced over those threads; a state reduced over a cluster's blocks; and the load and the
+// store of a word. launch.regs_plan
 // chooses the layout (lanes of a warp or a block, words a thread, blocks a cluster).
 #pragma once
 #include "common.cuh"
@@ -41,6 +42,18 @@ __device__ __forceinline__ float row_reduce(float v, float identity, float* red,
 __device__ __forceinline__ void cluster_sync() {
   __cluster_barrier_arrive();
   __cluster_barrier_wait();
+}
+
+// A state reduced over a cluster's blocks: each block publishes its own in `slot`, and every block
+// merges all of them in rank order through distributed shared memory, so that all hold the same bits.
+template <unsigned CLUSTER, typename S, typename Merge>
+__device__ __forceinline__ S cluster_reduce(S s, S* slot, S empty, Merge merge) {
+  if (threadIdx.x == 0) *slot = s;
+  cluster_sync();
+  S r = empty;
+  for (unsigned b = 0; b < CLUSTER; ++b) r = merge(r, *static_cast<const S*>(__cluster_map_shared_rank(slot, b)));
+  cluster_sync();  // no block leaves while another still reads its shared memory
+  return r;
 }
 
 // Where a thread's share of a row lies. A share is `span` window positions: block `rank` of a

@@ -138,6 +138,7 @@ __global__ void softmax_online_block(const T* X, T* Y, int64_t M, int64_t N) {
 // that hold the row, from the one holding its first element (X's base is 16-byte aligned, the launcher
 // checks). The row's first and last words are read an element at a time, only the row's own elements,
 // the others counting as -inf; so no load leaves the row.
+
 // The exponential of the one-read kernels. For float32 storage, expf. For 16-bit storage, whose
 // output carries 8 or 11 bits, ex2.approx.ftz of v * log2(e) + EXP_BIAS, one FFMA and one MUFU
 // instead of expf's eight instructions: the exps carry a factor 2^EXP_BIAS, which cancels in
@@ -191,18 +192,6 @@ __device__ __forceinline__ float word_max(const T (&v)[VEC]) {
   }
 }
 
-// The row's (m, d) from the blocks' own: each block publishes its state, and every block merges all
-// of them in rank order through distributed shared memory, so that all hold the same bits.
-template <unsigned CLUSTER>
-__device__ __forceinline__ MD cluster_merge(MD s, MD* slot) {
-  if (threadIdx.x == 0) *slot = s;
-  cluster_sync();
-  MD r{neg_inf(), 0.f};
-  for (unsigned b = 0; b < CLUSTER; ++b) r = md_merge(r, *static_cast<const MD*>(__cluster_map_shared_rank(slot, b)));
-  cluster_sync();  // no block leaves while another still reads its shared memory
-  return r;
-}
-
 // The reductions' scratch: a slot a warp for the maximum and for the sum, and the block's (m, d).
 struct RowScratch {
   float max[32], sum[32];
@@ -225,7 +214,7 @@ __device__ __forceinline__ RowState row_state(float m, Sums sums, RowScratch& sc
   if constexpr (CLUSTER == 1) {
     return {{m, d}, shift, 1.f};
   } else {
-    const MD s = cluster_merge<CLUSTER>({m, d}, &scratch.block);
+    const MD s = cluster_reduce<CLUSTER>(MD{m, d}, &scratch.block, MD{neg_inf(), 0.f}, MdMerge());
     // a block whose exps are all 0 adds 0, whatever the scale (exp(-s.m) may overflow)
     return {s, shift, d == 0.f ? 0.f : row_exp<float>(shift - s.m)};
   }
