@@ -81,12 +81,12 @@ def _launched(name, M, N, dtype=torch.float32, offset=0):
     ("block_vec", 5, 1000, torch.float16, 0, "ln_block_vec<__half, float>", (5, 1, 1), (256, 1, 1), 2000),
     ("apex", 70000, 64, torch.float32, 0, "ln_apex<float, float>", (1, 65535, 1), (32, 4, 1), 0),
     ("rms_warp_sumsq", 8, 64, torch.float32, 0, "ln_warp_sums<float, float, true>", (2, 1, 1), (128, 1, 1), 0),
-    # row_held: the plan by width (a block, a warp's 32 lanes, a cluster of 4), and its fallbacks
+    # row_held: the plan by width (a block, a warp's 32 lanes, a cluster of 8), and its fallbacks
     ("row_held", 37, 4096, torch.float32, 0, "ln_row_held<float, float, false, 4u, 8u, 0u, 1u>", (37, 1, 1),
      (128, 1, 1), 0),
     ("row_held", 37, 768, torch.bfloat16, 0, "ln_row_held<__nv_bfloat16, float, false, 8u, 4u, 32u, 1u>",
      (10, 1, 1), (128, 1, 1), 0),
-    ("row_held", 4, 65536, torch.float32, 0, "ln_row_held<float, float, false, 4u, 16u, 0u, 4u>", (16, 1, 1),
+    ("row_held", 4, 65536, torch.float32, 0, "ln_row_held<float, float, false, 4u, 8u, 0u, 8u>", (32, 1, 1),
      (256, 1, 1), 0),
     ("row_held", 5, 1001, torch.float32, 0, "ln_block_cached<float, float>", (5, 1, 1), (256, 1, 1), 4004),
     ("row_held", 5, 1024, torch.float32, 1, "ln_block_cached<float, float>", (5, 1, 1), (256, 1, 1), 4096),

@@ -28,7 +28,7 @@ import re
 
 from ..layers import LAYERS
 from ..upstream import manifest as manifest_mod
-from . import fast_tables, host_table, judge_tables, ladder_tables, releases_table, siblings_tables
+from . import fast_tables, grid_tables, host_table, judge_tables, ladder_tables, releases_table, siblings_tables
 from .diagrams import DIAGRAMS
 from .parity_tables import numerics_example, parity
 from .source_links import symbol, symbol_index
@@ -78,6 +78,8 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return f'<div class="diagram-box">{ladder_tables.chart(arg)}</div>'
         if kind == "ladder_stamp" and not arg:
             return ladder_tables.stamp()
+        if kind == "ladder_grid" and not arg:
+            return grid_tables.table()
         if kind == "rung_index" and not arg:
             return ladder_tables.rung_index(markdown)
         if kind == "releases" and not arg:

@@ -191,11 +191,11 @@ def regs_table(itemsize: int) -> list[tuple]:
     return out
 
 
-def regs_plan(N: int, itemsize: int, aligned: bool = True, staged: bool = True) -> RegsPlan | None:
+def regs_plan(N: int, itemsize: int, aligned: bool = True, staged: bool = True, order: dict | None = None) -> RegsPlan | None:
     """The plan for a row of N (`aligned`: X's base on a 16-byte boundary): the fewest lanes of a
     warp whose threads hold it in at most REGS_WARP_MOST words, else shared memory for wide rows of
     16-byte words (not where `staged` is False: a kernel with registers only), else the first block
-    shape of REGS_ORDER; None past the largest cluster's reach."""
+    shape of `order` (REGS_ORDER by default); None past the largest cluster's reach."""
     vec = regs_vec(itemsize, aligned)
     words = -(-span(N, vec) // vec)
     table = regs_table(itemsize)
@@ -208,7 +208,7 @@ def regs_plan(N: int, itemsize: int, aligned: bool = True, staged: bool = True) 
                 return RegsPlan(vec, vecs, lanes, 1, REGS_WARP_BLOCK)
     if staged and vec > 1 and N >= SMEM_FROM[itemsize]:
         return staged_plan(N, itemsize)
-    for ept, cluster, most in REGS_ORDER[itemsize]:
+    for ept, cluster, most in (order or REGS_ORDER)[itemsize]:
         threads = regs_block(span(N, vec), ept, cluster)
         if threads <= most and (vec, ept // vec, 0, cluster) in table:
             return RegsPlan(vec, ept // vec, 0, cluster, threads)
@@ -242,9 +242,17 @@ def regs_threads(N, itemsize):
     return plan.threads_per_row() if plan else BLOCK
 
 
+# ln_row_held's block shapes, in the order held_plan tries them (as REGS_ORDER). Its threads do less
+# per element than the softmax's, and a block of fewer threads with more words each spends fewer
+# instructions on reductions and indices per element; scripts/gpu/row_held_probe.py times the orders.
+HELD_ORDER = {4: tuple((ept, c, 256) for ept in (32, 64) for c in REGS_CLUSTERS)
+              + tuple((ept, c, 512) for ept in (32, 64, 16) for c in REGS_CLUSTERS),
+              2: tuple(e for c in REGS_CLUSTERS for e in ((32, c, 512), (16, c, 512), (64, c, 512)))}
+
+
 def held_plan(N: int, itemsize: int) -> RegsPlan | None:
     """The registers-only plan of the ladder's one-read rung (ln_row_held) for aligned rows of N."""
-    return regs_plan(N, itemsize, True, staged=False)
+    return regs_plan(N, itemsize, True, staged=False, order=HELD_ORDER)
 
 
 def held_applies(N, itemsize, aligned):

@@ -1,9 +1,22 @@
-"""Time every ladder rung (reimpl/ladder/registry.py, CUDA and Triton) beside torch's F.layer_norm / F.rms_norm and a copy (x.clone()), in one
-run: median CUDA-event time per call, launches pipelined back to back behind a spin kernel (the L2
-is not flushed between calls; every shape but 4096 x 1024 is far larger than the 50 MB L2).
-Forward GB/s counts one read of x and one write of y; forward+backward (Triton and torch, through
-autograd) counts x and y, then x, dy and dx. Usage: python scripts/gpu/ladder_bench.py OUT.json"""
+"""Time every ladder rung (reimpl/ladder/registry.py, CUDA and Triton) beside torch's F.layer_norm /
+F.rms_norm, a copy (x.clone()) and the public peers (Liger-Kernel; quack, CuTe DSL), every kernel of a
+cell in the same run, over the shared grid (reimpl.checks.grid: tall, wide and model cells), by both
+of the repository's methods (reimpl.checks.bench.METHODS: pipelined; L2 flushed before every call).
+
+  forward            y from x, weight and bias (RMSNorm: weight): GB/s counts one read of x and one
+                     write of y, pct_copy is the copy's time over the kernel's
+  forward+backward   through autograd (torch, the Triton rungs, Liger, quack's RMSNorm), the weight
+                     and bias gradients included: GB/s counts x and y, then x, dy and dx, and
+                     pct_copy compares with 2.5 copies
+
+Usage (a CUDA machine; peers optional, see scripts/gpu/unpack_peers.sh):
+    python scripts/gpu/ladder_bench.py OUT.json [dtypes=fp32,bf16,fp16] [parts=tall,wide,model]
+        [passes=forward,forward+backward] [methods=pipelined,flushed]
+LADDER_KERNELS=a,b,... times only those kernels (copy and torch's always). Rows are written after
+every cell and merged into OUT.json by (method, dtype, M, N, pass, kernel): a run over part of the
+grid keeps the other rows, each row pointing at its run's stamp in `runs`."""
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -12,56 +25,135 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from reimpl.checks.bench import gpu_time  # noqa: E402
+from reimpl.checks import grid, peers  # noqa: E402
+from reimpl.checks.bench import METHODS, gpu_time  # noqa: E402
 from reimpl.checks.record import stamp  # noqa: E402
-from reimpl.ladder import registry, rungs, triton_rungs  # noqa: E402
+from reimpl.ladder import registry, triton_rungs  # noqa: E402
 
-SHAPES = ((4096, 1024), (65536, 768), (16384, 4096), (32768, 8192), (8192, 16384))
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-SLOW = {"naive"}  # one thread per row: timed on the two small shapes only, with fewer calls
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+PASSES = ("forward", "forward+backward")
+SLOW = {"naive"}  # one thread per row: small cells only, with fewer calls
+REPS, ROUNDS = 20, 3
+EPS = 1e-5
+KEY = ("method", "dtype", "M", "N", "pass", "kernel")
 
 
-def main(out: str) -> None:
-    rows = []
-    for dname, dtype in DTYPES.items():
-        for M, N in SHAPES:
+class Out:
+    def __init__(self, path):
+        self.path = Path(path)
+        old = json.loads(self.path.read_text()) if self.path.is_file() else {}
+        self.runs = old.get("runs", [])
+        self.rows = old.get("rows", [])
+        self.run = len(self.runs)
+        self.runs.append({**stamp(), "peers": peers.versions()})
+        self.skipped = []
+
+    def add(self, rows):
+        """A cell's new rows replace the older rows of the kernels they time; the copy each older row was
+        measured against stays while a row of its run does."""
+        new = {tuple(r[k] for k in KEY) for r in rows if r["kernel"] != "copy"}
+        kept = [r for r in self.rows if r["kernel"] == "copy" or tuple(r[k] for k in KEY) not in new]
+        live = {(r["run"], *(r[k] for k in KEY[:-1])) for r in kept + rows if r["kernel"] != "copy"}
+        self.rows = [r for r in kept if r["kernel"] != "copy" or (r["run"], *(r[k] for k in KEY[:-1])) in live] + rows
+        self.path.write_text(json.dumps({"methods": METHODS, "grid": grid.__doc__.split("\n\n")[0],
+                                         "pct_copy": "100 x the copy's time over the kernel's, the copy timed in "
+                                                     "the same run (a cell's rows may come from several runs: "
+                                                     "`run` indexes `runs`)",
+                                         "passes": PASSES, "runs": self.runs, "unavailable": peers.UNAVAILABLE,
+                                         "skipped": self.skipped, "rows": self.rows}, indent=0) + "\n")
+
+
+def wanted(name):
+    only = os.environ.get("LADDER_KERNELS")
+    return name == "copy" or name.startswith("torch_") or not only or name in only.split(",")
+
+
+def forward_fns(x, w, b, w32, b32):
+    N = x.shape[-1]
+    fns = {"copy": lambda: x.clone(),
+           "torch_layer_norm": lambda: F.layer_norm(x, (N,), w, b, EPS),
+           "torch_rms_norm": lambda: F.rms_norm(x, (N,), w, EPS)}
+    for e in registry.RUNGS:
+        if e.name not in SLOW:
+            fns[e.name] = (lambda e=e, run=e.launch_fn(): run(e.name, x, w, None if e.rms_norm else b, EPS))
+    liger_ln, liger_rms = peers.liger_layer_norm(), peers.liger_rms_norm()
+    quack_ln, quack_rms = peers.quack_layer_norm(), peers.quack_rms_norm()
+    if liger_ln:
+        fns["liger_layer_norm"] = lambda: liger_ln(x, w, b, EPS)
+    if liger_rms:
+        fns["liger_rms_norm"] = lambda: liger_rms(x, w, EPS)
+    if quack_ln:
+        fns["quack_layer_norm"] = lambda: quack_ln(x, w32, b32, EPS)  # quack wants float32 parameters
+    if quack_rms:
+        fns["quack_rms_norm"] = lambda: quack_rms(x, w, EPS)
+    return {k: f for k, f in fns.items() if wanted(k)}
+
+
+def training_fns(x, w, b):
+    """One forward and one backward through autograd; autograd.grad returns fresh gradients, so no
+    accumulation kernel is timed."""
+    N = x.shape[-1]
+    xg, wg, bg = (t.detach().requires_grad_(True) for t in (x, w, b))
+    dy = torch.randn_like(x)
+
+    def step(f, params):
+        return lambda: torch.autograd.grad(f(), params, dy)
+    ln, rms = (xg, wg, bg), (xg, wg)
+    fns = {"copy": lambda: x.clone(),
+           "torch_layer_norm": step(lambda: F.layer_norm(xg, (N,), wg, bg, EPS), ln),
+           "torch_rms_norm": step(lambda: F.rms_norm(xg, (N,), wg, EPS), rms)}
+    if N * 4 <= triton_rungs.MAX_FUSED_BYTES:  # the Triton backward holds a row in registers
+        fns["triton_ln"] = step(lambda: triton_rungs.layer_norm(xg, wg, bg, EPS), ln)
+        fns["triton_rms"] = step(lambda: triton_rungs.rms_norm(xg, wg, EPS), rms)
+    liger_ln, liger_rms, quack_rms = peers.liger_layer_norm(), peers.liger_rms_norm(), peers.quack_rms_norm()
+    if liger_ln:
+        fns["liger_layer_norm"] = step(lambda: liger_ln(xg, wg, bg, EPS), ln)
+    if liger_rms:
+        fns["liger_rms_norm"] = step(lambda: liger_rms(xg, wg, EPS), rms)
+    if quack_rms:
+        fns["quack_rms_norm"] = step(lambda: quack_rms(xg, wg, EPS), rms)
+    return {k: f for k, f in fns.items() if wanted(k)}
+
+
+def time_cell(out, fns, method, cell):
+    """Median ms of each kernel; a kernel that raises on the cell is recorded in `skipped`, not fatal."""
+    for k in [k for k in fns if k not in ("copy",)]:
+        try:
+            fns[k]()
+        except Exception as e:  # noqa: BLE001
+            out.skipped.append({"kernel": k, **cell, "method": method, "why": f"{type(e).__name__}: {str(e)[:160]}"})
+            del fns[k]
+    return gpu_time(fns, reps=REPS, rounds=ROUNDS, flush_l2=method == "flushed")
+
+
+def main(path, dtypes=",".join(DTYPES), parts=",".join(grid.PARTS), passes=",".join(PASSES),
+         methods=",".join(METHODS)) -> None:
+    out = Out(path)
+    for dname in dtypes.split(","):
+        dtype = DTYPES[dname]
+        for part, M, N in grid.cells(dtype.itemsize, parts.split(",")):
             x = torch.randn(M, N, device="cuda", dtype=dtype)
-            w = torch.randn(N, device="cuda", dtype=dtype)
-            b = torch.randn(N, device="cuda", dtype=dtype)
-            fns = {"copy": lambda: x.clone(),
-                   "torch_layer_norm": lambda: F.layer_norm(x, (N,), w, b),
-                   "torch_rms_norm": lambda: F.rms_norm(x, (N,), w)}
-            for e in registry.RUNGS:
-                if e.name not in SLOW:
-                    fns[e.name] = (lambda e=e, run=e.launch_fn(): run(e.name, x, w, None if e.rms_norm else b))
-            ms = gpu_time(fns, reps=30, rounds=3)
-            if M * N <= 65536 * 768:
-                ms.update(gpu_time({"naive": lambda: rungs.run("naive", x, w, b)}, reps=3, rounds=1))
-            nbytes = 2 * M * N * x.element_size()
-            for name, t in ms.items():
-                rows.append({"dtype": dname, "M": M, "N": N, "kernel": name, "pass": "forward", "ms": t,
-                             "gbps": nbytes / t / 1e6, "pct_copy": 100 * ms["copy"] / t})
-            print(dname, M, N, {k: round(nbytes / v / 1e6) for k, v in ms.items()}, flush=True)
-            xg, wg, bg = (t.detach().requires_grad_(True) for t in (x, w, b))
-            dy = torch.randn_like(x)
-
-            def train(f, params):
-                return lambda: torch.autograd.grad(f(), params, dy)
-            both = {"torch_layer_norm": train(lambda: F.layer_norm(xg, (N,), wg, bg), (xg, wg, bg)),
-                    "torch_rms_norm": train(lambda: F.rms_norm(xg, (N,), wg), (xg, wg))}
-            for e in registry.RUNGS:  # the rungs with a backward: Triton's, through autograd
-                if e.cuda is None:
-                    both[e.name] = (train(lambda: triton_rungs.rms_norm(xg, wg), (xg, wg)) if e.rms_norm
-                                    else train(lambda: triton_rungs.layer_norm(xg, wg, bg), (xg, wg, bg)))
-            ms2 = gpu_time(both, reps=20, rounds=3)
-            nb2 = 5 * M * N * x.element_size()
-            for name, t in ms2.items():
-                rows.append({"dtype": dname, "M": M, "N": N, "kernel": name, "pass": "forward+backward", "ms": t,
-                             "gbps": nb2 / t / 1e6})
-            print("  fwd+bwd", {k: round(nb2 / v / 1e6) for k, v in ms2.items()}, flush=True)
-    Path(out).write_text(json.dumps({**stamp(), "method": "median of CUDA-event times, launches pipelined "
-                                     "behind a spin kernel, L2 not flushed", "rows": rows}, indent=0) + "\n")
+            w, b = torch.randn(N, device="cuda", dtype=dtype), torch.randn(N, device="cuda", dtype=dtype)
+            w32, b32 = w.float(), b.float()
+            small = M * N <= 65536 * 768
+            for ps in passes.split(","):
+                copies, nbytes = (1, 2 * M * N * x.element_size()) if ps == "forward" else (2.5, 5 * M * N * x.element_size())
+                for method in methods.split(","):
+                    cell = {"dtype": dname, "M": M, "N": N, "pass": ps}
+                    with torch.no_grad() if ps == "forward" else torch.enable_grad():
+                        fns = forward_fns(x, w, b, w32, b32) if ps == "forward" else training_fns(x, w, b)
+                        ms = time_cell(out, fns, method, cell)
+                        if ps == "forward" and small and wanted("naive"):
+                            run = registry.BY_NAME["naive"].launch_fn()
+                            ms.update(gpu_time({"naive": lambda: run("naive", x, w, b, EPS)}, reps=3, rounds=1,
+                                               flush_l2=method == "flushed"))
+                    out.add([{"method": method, **cell, "part": part, "kernel": k, "ms": t,
+                              "gbps": nbytes / t / 1e6, "pct_copy": 100 * copies * ms["copy"] / t, "run": out.run}
+                             for k, t in ms.items()])
+                    print(method, dname, M, N, ps, {k: round(100 * copies * ms["copy"] / t) for k, t in ms.items()},
+                          flush=True)
+            del x, w, b
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:])

@@ -72,3 +72,24 @@ def test_triton_backward_no_worse_than_torch(rung, dtype, shape):
     for g in ("dx", "dw", "db"):
         if f"{g}_rel_err" in r:
             assert r[f"{g}_rel_err"] <= accuracy.BACKWARD_FACTOR * r[f"{g}_rel_err_torch"] + 2 * store, (g, r)
+
+
+HELD_WIDTHS = (8, 64, 256, 768, 1024, 2048, 4096, 12288, 16384, 32768, 65536, 131072, 262144)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).removeprefix("torch."))
+@pytest.mark.parametrize("rung", [e.name for e in registry.RUNGS if e.cuda is not None and e.cuda.plan])
+def test_row_held_every_plan_within_its_bound(rung, dtype):
+    """The widths that land on each of the held rung's plans (4 to 32 lanes, a block, clusters of 2 to
+    8 blocks), beyond the error table's shapes, on the normal and offset families."""
+    from reimpl.ladder import launch
+    name = str(dtype).removeprefix("torch.")
+    kinds = set()
+    for N in HELD_WIDTHS:
+        plan = launch.held_plan(N, dtype.itemsize)
+        kinds.add((plan.lanes, plan.cluster))
+        for family in ("normal", "offset_1e4"):
+            limit, why = accuracy.bound(rung, name, family)
+            r = measure(rung, dtype, family, 3 if N > 65536 else 37, N)
+            assert r["rel_err"] <= limit, (N, plan, r, why)
+    assert {c for _, c in kinds} >= {1, 2, 4, 8} and len({lanes for lanes, _ in kinds}) >= 3, kinds

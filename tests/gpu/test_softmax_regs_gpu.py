@@ -102,3 +102,21 @@ def test_cross_entropy_autograd_and_bad_input():
         cross_entropy.loss_and_grad(x.detach(), t.int())
     with pytest.raises(ValueError, match="reduction must be one of"):
         cross_entropy.loss_and_grad(x.detach(), t, reduction="none")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_name)
+def test_cross_entropy_misaligned_long_rows_take_an_aligned_copy(dtype):
+    """Logits off the 16-byte boundary with rows longer than the scalar plans hold: the launcher copies
+    them to an aligned buffer, so loss and gradient have the bits of the same logits stored aligned."""
+    M, N = 3, 262144
+    assert regs_plan(N, torch.empty((), dtype=dtype).element_size(), False) is None
+    base = (torch.randn(M * N + 1, device="cuda") * 4).to(dtype)
+    x = base[1:].view(M, N)
+    assert not softmax.aligned(x)
+    t = torch.randint(0, N, (M,), device="cuda")
+    loss, grad = cross_entropy.loss_and_grad(x, t)
+    loss_a, grad_a = cross_entropy.loss_and_grad(x.clone(), t)
+    assert torch.equal(loss.view(torch.int32), loss_a.view(torch.int32))
+    assert torch.equal(grad.view(torch.int16 if dtype != torch.float32 else torch.int32),
+                       grad_a.view(torch.int16 if dtype != torch.float32 else torch.int32))
+    assert grad.data_ptr() != x.data_ptr() and torch.equal(base[1:].view(M, N), x)  # the logits untouched

@@ -25,14 +25,22 @@ struct Sum {
   __device__ float operator()(float a, float b) const { return a + b; }
 };
 
-// A float reduced over the threads of a row: LANES lanes of a warp by a butterfly, or (LANES = 0) the
-// whole block, its warps through `red` (a slot a warp). Every thread gets the same bits.
-template <unsigned LANES, typename Op>
-__device__ __forceinline__ float row_reduce(float v, float identity, float* red, Op op) {
+// A state (a float, a Welford state) reduced over the threads of a row: LANES lanes of a warp by a
+// butterfly, the lower lane's state first where the merge does not commute (as warp_all_reduce), or
+// (LANES = 0) the whole block, its warps through `red` (a slot a warp). Every thread gets the same bits.
+template <unsigned LANES, typename S, typename Op>
+__device__ __forceinline__ S row_reduce(S v, S identity, S* red, Op op) {
   if constexpr (LANES == 0) {
     return block_all_reduce(v, identity, red, op);
   } else {
-    for (unsigned mask = LANES / 2; mask > 0; mask >>= 1) v = op(v, shfl_xor(v, (int)mask));
+    for (unsigned mask = LANES / 2; mask > 0; mask >>= 1) {
+      const S o = shfl_xor(v, (int)mask);
+      if constexpr (merge_commutes<Op>(0)) {
+        v = op(v, o);
+      } else {
+        v = (threadIdx.x & mask) ? op(o, v) : op(v, o);
+      }
+    }
     return v;
   }
 }
@@ -91,10 +99,19 @@ struct Share {
 };
 
 // Loads the word at share position p: 16 bytes at once where the word is all this row's, else only
-// the row's own elements, `fill` standing in for the others (no load leaves the row).
-template <typename T, unsigned VEC, typename S>
+// the row's own elements, `fill` standing in for the others (no load leaves the row). WHOLE: the
+// launcher guarantees rows of whole, aligned words, so a word is the row's entirely or not at all,
+// and the element-wise branch (whose control flow keeps the compiler from batching the loads) goes.
+template <bool WHOLE = false, typename T, unsigned VEC, typename S>
 __device__ __forceinline__ void load_word(Pack<T, VEC>& w, const T* x, int p, const S& sh, T fill) {
-  if (sh.whole(p)) {
+  if constexpr (WHOLE) {
+    if (sh.holds(p)) {
+      w = *reinterpret_cast<const Pack<T, VEC>*>(x + p);
+    } else {
+#pragma unroll
+      for (unsigned j = 0; j < VEC; ++j) w.v[j] = fill;
+    }
+  } else if (sh.whole(p)) {
     w = *reinterpret_cast<const Pack<T, VEC>*>(x + p);
   } else {
 #pragma unroll
@@ -106,9 +123,9 @@ __device__ __forceinline__ void load_word(Pack<T, VEC>& w, const T* x, int p, co
 // row's, else only the row's own elements. The 16-byte store is written in PTX: as plain C++ the
 // compiler merges it with the element-wise branch (both store the same values) into per-element
 // stores, eight 2-byte stores a word for 16-bit types.
-template <typename T, unsigned VEC, typename S>
+template <bool WHOLE = false, typename T, unsigned VEC, typename S>
 __device__ __forceinline__ void store_word(T* y, int p, const Pack<T, VEC>& o, const S& sh) {
-  if (sh.whole(p)) {
+  if (WHOLE ? sh.holds(p) : sh.whole(p)) {
     if constexpr (sizeof(o) == 16) {
       const uint4 v = *reinterpret_cast<const uint4*>(&o);
       asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(y + p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
@@ -116,7 +133,7 @@ __device__ __forceinline__ void store_word(T* y, int p, const Pack<T, VEC>& o, c
     } else {
       *reinterpret_cast<Pack<T, VEC>*>(y + p) = o;
     }
-  } else {
+  } else if constexpr (!WHOLE) {
 #pragma unroll
     for (unsigned j = 0; j < VEC; ++j)
       if (sh.holds(p + j)) y[p + j] = o.v[j];
