@@ -112,3 +112,12 @@ def test_cross_entropy_past_the_scalar_plans_copies_to_words_and_past_every_plan
         with pytest.raises(ValueError, match="logits' rows of 1000000 classes are longer"):
             cross_entropy.loss_and_grad(torch.zeros(2, 10**6), torch.zeros(2, dtype=torch.int64))
     assert rt.launches == []
+
+
+def test_row_layout_constants_match_the_launcher():
+    """row.cuh's block sizes are launch.py's: the kernels' __launch_bounds__ and the plans agree."""
+    import re
+    from reimpl.ladder import launch
+    src = (launch.ROOT / "reimpl/ladder/cuda/row.cuh").read_text()
+    for name in ("REGS_MAX_BLOCK", "REGS_WARP_BLOCK"):
+        assert int(re.search(rf"constexpr unsigned {name} = (\d+);", src).group(1)) == getattr(launch, name)

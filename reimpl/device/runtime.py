@@ -166,6 +166,17 @@ class TorchCupyRuntime:
         self.compile_extra: tuple[str, ...] = ()  # NVRTC options beyond torch's (gpu_trace adds its switch)
         self.plans: dict = {}  # launch plans (reimpl/device/replay.py)
 
+    def use_compile_options(self, options: tuple[str, ...]) -> None:
+        """NVRTC options beyond torch's for every source from the next launch on: the modules loaded so
+        far (and their launchers and shared-memory grants) are dropped, so each source compiles again
+        with them (scripts/gpu/row_held_probe.py times a kernel's -D settings this way)."""
+        with self._load_lock:
+            self.compile_extra = tuple(options)
+            for st in self._devices.values():
+                st.modules.clear()
+                st.functions.clear()
+                st.shared.clear()
+
     def _state(self, device: int) -> _DeviceState:
         st = self._devices.get(device)
         if st is None:

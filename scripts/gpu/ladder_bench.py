@@ -14,7 +14,8 @@ Usage (a CUDA machine; peers optional, see scripts/gpu/unpack_peers.sh):
         [passes=forward,forward+backward] [methods=pipelined,flushed]
 LADDER_KERNELS=a,b,... times only those kernels (copy and torch's always). Rows are written after
 every cell and merged into OUT.json by (method, dtype, M, N, pass, kernel): a run over part of the
-grid keeps the other rows, each row pointing at its run's stamp in `runs`."""
+grid keeps the other rows, each row pointing at its run's stamp in `runs`, and the copy each kept
+row was compared against stays beside it."""
 import json
 import os
 import sys
@@ -46,7 +47,7 @@ class Out:
         self.rows = old.get("rows", [])
         self.run = len(self.runs)
         self.runs.append({**stamp(), "peers": peers.versions()})
-        self.skipped = []
+        self.skipped = old.get("skipped", [])
 
     def add(self, rows):
         """A cell's new rows replace the older rows of the kernels they time; the copy each older row was

@@ -33,7 +33,7 @@ namespace ladder {
 template <typename T, unsigned VEC, unsigned VECS, unsigned LANES>
 struct RowHeldBounds {
   static constexpr bool early = VECS * VEC * sizeof(T) <= ROW_HELD_EARLY_BYTES;
-  static constexpr unsigned threads = LANES ? 128 : REGS_MAX_BLOCK;
+  static constexpr unsigned threads = LANES ? REGS_WARP_BLOCK : REGS_MAX_BLOCK;
   static constexpr bool small = VECS * VEC * sizeof(T) <= 32;
   static constexpr unsigned blocks = !small ? 1 : LANES ? ROW_HELD_WARP_BLOCKS : ROW_HELD_BLOCK_BLOCKS;
 };
@@ -90,8 +90,7 @@ __global__ void __launch_bounds__(RowHeldBounds<T, VEC, VECS, LANES>::threads,
   }
   Welford st{n, m_b, row_reduce<LANES>(q, 0.f, scratch.sq, Sum())};
   if constexpr (CLUSTER > 1) st = cluster_reduce<CLUSTER>(st, &scratch.block, Welford{0.f, 0.f, 0.f}, WelfordMerge());
-  const float mu = RMS ? 0.f : st.mean, m2 = st.m2;
-  const float rs = rsqrtf(m2 / (float)N + eps);
+  const float mu = RMS ? 0.f : st.mean, rs = rsqrtf(st.m2 / (float)N + eps);
   if (!sh.any()) return;  // after the reductions: every thread took part
   if (sh.lo >= 0 && sh.lane == 0) {
     if constexpr (!RMS) mean[sh.row] = mu;

@@ -10,6 +10,7 @@ namespace ladder {
 
 // --8<-- [start:row_layout]
 constexpr unsigned REGS_MAX_BLOCK = 512;  // launch.REGS_MAX_BLOCK: at most 128 registers a thread
+constexpr unsigned REGS_WARP_BLOCK = 128;  // launch.REGS_WARP_BLOCK: the blocks of the warp plans
 
 template <typename T, unsigned VEC>
 struct alignas(sizeof(T) * VEC) Pack {
@@ -25,22 +26,14 @@ struct Sum {
   __device__ float operator()(float a, float b) const { return a + b; }
 };
 
-// A state (a float, a Welford state) reduced over the threads of a row: LANES lanes of a warp by a
-// butterfly, the lower lane's state first where the merge does not commute (as warp_all_reduce), or
-// (LANES = 0) the whole block, its warps through `red` (a slot a warp). Every thread gets the same bits.
-template <unsigned LANES, typename S, typename Op>
-__device__ __forceinline__ S row_reduce(S v, S identity, S* red, Op op) {
+// A float reduced over the threads of a row: LANES lanes of a warp by a butterfly, or (LANES = 0) the
+// whole block, its warps through `red` (a slot a warp). Every thread gets the same bits.
+template <unsigned LANES, typename Op>
+__device__ __forceinline__ float row_reduce(float v, float identity, float* red, Op op) {
   if constexpr (LANES == 0) {
     return block_all_reduce(v, identity, red, op);
   } else {
-    for (unsigned mask = LANES / 2; mask > 0; mask >>= 1) {
-      const S o = shfl_xor(v, (int)mask);
-      if constexpr (merge_commutes<Op>(0)) {
-        v = op(v, o);
-      } else {
-        v = (threadIdx.x & mask) ? op(o, v) : op(v, o);
-      }
-    }
+    for (unsigned mask = LANES / 2; mask > 0; mask >>= 1) v = op(v, shfl_xor(v, (int)mask));
     return v;
   }
 }
