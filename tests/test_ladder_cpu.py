@@ -86,8 +86,11 @@ def _launched(name, M, N, dtype=torch.float32, offset=0):
      (128, 1, 1), 0),
     ("row_held", 37, 768, torch.bfloat16, 0, "ln_row_held<__nv_bfloat16, float, false, 8u, 4u, 32u, 1u>",
      (10, 1, 1), (128, 1, 1), 0),
-    ("row_held", 4, 65536, torch.float32, 0, "ln_row_held<float, float, false, 4u, 8u, 0u, 8u>", (32, 1, 1),
-     (256, 1, 1), 0),
+    # 16-bit rows of 1536 take a warp's 32 lanes at 8 words each (6 of them the row's), not a block
+    ("row_held", 37, 1536, torch.float16, 0, "ln_row_held<__half, float, false, 8u, 8u, 32u, 1u>",
+     (10, 1, 1), (128, 1, 1), 0),
+    ("row_held", 4, 131072, torch.float32, 0, "ln_row_held<float, float, false, 4u, 8u, 0u, 8u>", (32, 1, 1),
+     (512, 1, 1), 0),
     ("row_held", 5, 1001, torch.float32, 0, "ln_block_cached<float, float>", (5, 1, 1), (256, 1, 1), 4004),
     ("row_held", 5, 1024, torch.float32, 1, "ln_block_cached<float, float>", (5, 1, 1), (256, 1, 1), 4096),
     ("rms_row_held", 8, 64, torch.float32, 0, "ln_row_held<float, float, true, 4u, 4u, 4u, 1u>", (1, 1, 1),
@@ -190,7 +193,7 @@ def test_each_rung_run_line_selects_its_own_gpu_tests():
 
 
 @pytest.mark.parametrize("itemsize", [4, 2])
-@pytest.mark.parametrize("N", [8, 64, 768, 1024, 4096, 5120, 12288, 32768, 65536, 131072, 262144])
+@pytest.mark.parametrize("N", [8, 64, 768, 1024, 1280, 1536, 2048, 4096, 5120, 12288, 32768, 65536, 131072, 262144])
 def test_row_held_plan_holds_the_row_once(N, itemsize):
     """row_held's plan keeps the row in registers at every width it takes (no shared-memory staging)
     and covers each element exactly once, as the one-read softmax's layout does."""

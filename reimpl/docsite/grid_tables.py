@@ -1,9 +1,14 @@
-"""The shared-grid summary of the ladder's top rung, rendered at build time from
-results/ladder_grid_bench.json (scripts/gpu/ladder_bench.py over reimpl.checks.grid's cells):
+"""The shared-grid summaries of the ladder's top rungs, rendered at build time from
+results/ladder_grid_bench.json (scripts/gpu/ladder_bench.py over reimpl.checks.grid's cells), and
+what the probes and the profiler say of them:
 
-    {% ladder_grid %}   per dtype and method, row_held's and rms_row_held's % of copy over the cells of
-                        at least 32 MB (lowest, highest, cells at 90% or more) beside torch's kernels',
-                        and the cells of any size where the rung is slower than torch's kernel
+    {% ladder_grid %}       per dtype and method, the % of copy of row_held, rms_row_held and the Triton
+                            rungs over the cells of at least 32 MB (lowest, highest, cells at their goal
+                            or more) beside torch's kernels', and the cells of any size where the rung
+                            is slower than torch's kernel
+    {% ladder_grid_ncu %}   Nsight Compute on the top rungs and torch's kernels (results/ncu_ladder.json)
+    {% triton_plan %}       the Triton forward's plan settings, each one's median % of copy over the
+                            probe's cells (results/triton_probe.json)
 
 Each row of the file carries its own run's copy time in pct_copy, so rows from several runs compare.
 """
@@ -11,13 +16,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from statistics import median
+
 from ..checks import grid
 from .ladder_tables import MISSING, caption, load
+from .siblings_bench_tables import ncu_rows
 
-GRID = Path(__file__).resolve().parents[2] / "results" / "ladder_grid_bench.json"
-PAIRS = (("row_held", "torch_layer_norm"), ("rms_row_held", "torch_rms_norm"))
+RESULTS = Path(__file__).resolve().parents[2] / "results"
+GRID = RESULTS / "ladder_grid_bench.json"
+NCU = RESULTS / "ncu_ladder.json"
+TRITON_PROBE = RESULTS / "triton_probe.json"
+PAIRS = (("row_held", "torch_layer_norm"), ("rms_row_held", "torch_rms_norm"),
+         ("triton_ln", "torch_layer_norm"), ("triton_rms", "torch_rms_norm"))
 ITEMSIZE = {"fp32": 4, "bf16": 2, "fp16": 2}
-GOAL = 90  # % of copy the top rung is held to on cells of at least grid.LARGE bytes
+# % of copy each rung is held to on cells of at least grid.LARGE bytes: 90 for the top CUDA rungs,
+# 95 for the Triton ones
+GOALS = {"row_held": 90, "rms_row_held": 90, "triton_ln": 95, "triton_rms": 95}
 
 
 def summary(d: dict) -> list[dict]:
@@ -38,7 +52,8 @@ def summary(d: dict) -> list[dict]:
                 slower = [(r["M"], r["N"]) for r in mine
                           if r["ms"] > by[(method, dtype, r["M"], r["N"], theirs)]["ms"]]
                 out.append({"kernel": ours, "torch": theirs, "dtype": dtype, "method": method, "cells": len(mine),
-                            "large": len(big), "lo": min(big), "hi": max(big), "at_goal": sum(p >= GOAL for p in big),
+                            "large": len(big), "lo": min(big), "hi": max(big), "goal": GOALS[ours],
+                            "at_goal": sum(p >= GOALS[ours] for p in big),
                             "torch_lo": min(tb), "torch_hi": max(tb), "slower": slower})
     return out
 
@@ -49,14 +64,52 @@ def table() -> str:
         return MISSING.format(cmd="python scripts/gpu/ladder_bench.py results/ladder_grid_bench.json", file=GRID.name)
     run = d["runs"][-1]
     lines = [caption(f"% of copy, forward, over the shared grid's cells of at least {grid.LARGE >> 20} MB "
-                     f"(lowest–highest; cells at {GOAL}% or more), and the cells of any size where the rung "
-                     "takes longer than torch's kernel (F.layer_norm's beside row_held, F.rms_norm's beside rms_row_held)",
-                     run, "both of the repository's methods"),
-             f"| rung | dtype | method | % of copy | at ≥ {GOAL}% | torch's kernel | slower than torch (M × N) |",
+                     "(lowest–highest; cells at the rung's goal or more), and the cells of any size where the rung "
+                     "takes longer than torch's kernel (F.layer_norm's beside the LayerNorm rungs, F.rms_norm's "
+                     "beside the RMSNorm ones)", run, "both of the repository's methods"),
+             "| rung | dtype | method | % of copy | at its goal | torch's kernel | slower than torch (M × N) |",
              "|---|---|---|---|---|---|---|"]
     for s in summary(d):
         slower = ", ".join(f"{M} × {N}" for M, N in s["slower"]) or "none"
         lines.append(f"| `{s['kernel']}` | {s['dtype']} | {s['method']} | {s['lo']:.0f}–{s['hi']:.0f} | "
-                     f"{s['at_goal']} of {s['large']} | {s['torch_lo']:.0f}–{s['torch_hi']:.0f} | "
+                     f"{s['at_goal']} of {s['large']} at ≥ {s['goal']}% | {s['torch_lo']:.0f}–{s['torch_hi']:.0f} | "
                      f"{slower} |")
+    return "\n".join(lines) + "\n"
+
+
+def ncu_table() -> str:
+    d = load(NCU)
+    if d is None:
+        return MISSING.format(cmd="OUT=results bash scripts/gpu/ncu_siblings.sh ladder", file=NCU.name)
+    return ncu_rows(d, d["cases"], "the ladder's top rungs")
+
+
+def triton_medians(d: dict) -> dict:
+    """{setting: {kernel: median % of copy over the probe's cells}}."""
+    out = {}
+    for r in d["rows"]:
+        out.setdefault(r["setting"], {}).setdefault(r["kernel"], []).append(r["pct_copy"])
+    return {s: {k: median(v) for k, v in ks.items()} for s, ks in out.items()}
+
+
+def triton_plan() -> str:
+    """Each setting of (TILE_BYTES, THREAD_BYTES) the probe timed: the medians, the lowest cell, and
+    which one triton_rungs uses."""
+    from ..ladder import triton_rungs
+    d = load(TRITON_PROBE)
+    if d is None:
+        return MISSING.format(cmd="python scripts/gpu/triton_probe.py results/triton_probe.json", file=TRITON_PROBE.name)
+    med = triton_medians(d)
+    cells = {(r["dtype"], r["M"], r["N"]) for r in d["rows"]}
+    lines = [caption(f"Median % of copy over the probe's {len(cells)} cells (bf16 and fp32, rows of 64 to 32768 "
+                     "and few rows of wide ones), forward, for each setting of the plan's two numbers, "
+                     "and the lowest cell's", d, d["method"]),
+             "| tile bytes | bytes a thread | `triton_ln` median | `triton_rms` median | lowest cell (ln / rms) | |",
+             "|---:|---:|---:|---:|---:|---|"]
+    for name, (tile, thread) in d["settings"].items():
+        low = {k: min(r["pct_copy"] for r in d["rows"] if r["setting"] == name and r["kernel"] == k)
+               for k in ("triton_ln", "triton_rms")}
+        used = "**used**" if (tile, thread) == (triton_rungs.TILE_BYTES, triton_rungs.THREAD_BYTES) else ""
+        lines.append(f"| {tile} | {thread} | {med[name]['triton_ln']:.1f} | {med[name]['triton_rms']:.1f} | "
+                     f"{low['triton_ln']:.0f} / {low['triton_rms']:.0f} | {used} |")
     return "\n".join(lines) + "\n"

@@ -10,6 +10,8 @@
     {% layers %}             the package's layers (reimpl/layers.py): folder, purpose, what each may import
     {% ladder_* ARG %}, {% rung_index %}   the study ladder's tables, charts and rung index
                              (reimpl/docsite/ladder_tables.py)
+    {% ladder_grid %}, {% ladder_grid_ncu %}, {% triton_plan %}   the top rungs over the shared grid,
+                             their profile and the Triton plan's probe (reimpl/docsite/grid_tables.py)
     {% fast_* ARG %}, {% ladder_ncu PASS %}   reimpl.fast's page (reimpl/docsite/fast_tables.py)
     {% releases %}, {% releases_gpu %}, {% releases_copies %}, {% releases_host %}, {% releases_host_changes %},
     {% releases_what_you_get %}, {% large_tensor %}   the torch release matrix, the host dispatch read from
@@ -80,6 +82,10 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return ladder_tables.stamp()
         if kind == "ladder_grid" and not arg:
             return grid_tables.table()
+        if kind == "ladder_grid_ncu" and not arg:
+            return grid_tables.ncu_table()
+        if kind == "triton_plan" and not arg:
+            return grid_tables.triton_plan()
         if kind == "rung_index" and not arg:
             return ladder_tables.rung_index(markdown)
         if kind == "releases" and not arg:

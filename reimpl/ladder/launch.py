@@ -191,17 +191,19 @@ def regs_table(itemsize: int) -> list[tuple]:
     return out
 
 
-def regs_plan(N: int, itemsize: int, aligned: bool = True, staged: bool = True, order: dict | None = None) -> RegsPlan | None:
+def regs_plan(N: int, itemsize: int, aligned: bool = True, staged: bool = True, order: dict | None = None,
+              most_32: dict | None = None) -> RegsPlan | None:
     """The plan for a row of N (`aligned`: X's base on a 16-byte boundary): the fewest lanes of a
-    warp whose threads hold it in at most REGS_WARP_MOST words, else shared memory for wide rows of
-    16-byte words (not where `staged` is False: a kernel with registers only), else the first block
-    shape of `order` (REGS_ORDER by default); None past the largest cluster's reach."""
+    warp whose threads hold it in at most REGS_WARP_MOST words (at 32 lanes `most_32`,
+    REGS_WARP_MOST_32 by default), else shared memory for wide rows of 16-byte words (not where
+    `staged` is False: a kernel with registers only), else the first block shape of `order`
+    (REGS_ORDER by default); None past the largest cluster's reach."""
     vec = regs_vec(itemsize, aligned)
     words = -(-span(N, vec) // vec)
     table = regs_table(itemsize)
     for lanes in REGS_WARP_LANES:
         vecs = -(-words // lanes)
-        most = REGS_WARP_MOST[itemsize] if lanes < 32 else REGS_WARP_MOST_32[itemsize]
+        most = REGS_WARP_MOST[itemsize] if lanes < 32 else (most_32 or REGS_WARP_MOST_32)[itemsize]
         if vecs <= most:
             vecs = next(v for v in REGS_WARP_VECS + (8,) if v >= vecs)
             if (vec, vecs, lanes, 1) in table:
@@ -242,17 +244,20 @@ def regs_threads(N, itemsize):
     return plan.threads_per_row() if plan else BLOCK
 
 
-# ln_row_held's block shapes, in the order held_plan tries them (as REGS_ORDER). Its threads do less
-# per element than the softmax's, and a block of fewer threads with more words each spends fewer
-# instructions on reductions and indices per element; scripts/gpu/row_held_probe.py times the orders.
-HELD_ORDER = {4: tuple((ept, c, 256) for ept in (32, 64) for c in REGS_CLUSTERS)
-              + tuple((ept, c, 512) for ept in (32, 64, 16) for c in REGS_CLUSTERS),
+# ln_row_held's block shapes, in the order held_plan tries them (as REGS_ORDER), and the most words
+# a thread of a whole warp holds (as REGS_WARP_MOST_32). Its threads do less per element than the
+# softmax's, and a block of fewer threads with more words each spends fewer instructions on
+# reductions and indices per element: 32 elements a thread in blocks of up to 512 before a cluster;
+# 16-bit rows of up to 2048 stay in one warp, with no block barrier. scripts/gpu/row_held_probe.py
+# times the orders.
+HELD_ORDER = {4: tuple((ept, c, 512) for ept in (32, 64, 16) for c in REGS_CLUSTERS),
               2: tuple(e for c in REGS_CLUSTERS for e in ((32, c, 512), (16, c, 512), (64, c, 512)))}
+HELD_WARP_MOST_32 = {4: 8, 2: 8}
 
 
 def held_plan(N: int, itemsize: int) -> RegsPlan | None:
     """The registers-only plan of the ladder's one-read rung (ln_row_held) for aligned rows of N."""
-    return regs_plan(N, itemsize, True, staged=False, order=HELD_ORDER)
+    return regs_plan(N, itemsize, True, staged=False, order=HELD_ORDER, most_32=HELD_WARP_MOST_32)
 
 
 def held_applies(N, itemsize, aligned):

@@ -110,7 +110,8 @@ ENTRIES = (
           rms_norm=True, cuda=Cuda("ln_row_held", None, held_threads, (True,), applies=held_applies,
                                    fallback="rms_warp_sumsq", plan=held_plan)),
     Entry("triton_ln", "ladder",
-          "one program per row, the row held in registers, warps autotuned per N; backward kernels too",
+          "a tile of whole rows a program (several where rows are short), held in registers, its shape "
+          "from two measured numbers (triton_rungs.fwd_plan); backward kernels too",
           "Triton's layer-norm tutorial (Tillet et al.)",
           "reimpl/ladder/triton_rungs.py", _TRITON_RUNG, "two_pass", _LADDER_TEST + "triton_ln"),
     Entry("triton_rms", "ladder",

@@ -1,5 +1,5 @@
-"""The ladder's Triton rungs: LayerNorm and RMSNorm forward, autotuned over the number of warps,
-one program per row (rows addressed through a stride), and their backward: dX per row, and
+"""The ladder's Triton rungs: LayerNorm and RMSNorm forward, a tile of one or more whole rows a
+program (rows addressed through a stride), its shape set by `fwd_plan`, and their backward: dX per row, and
 dgamma/dbeta as per-program partial sums in a buffer that a second kernel reduces. The forward
 follows the structure of Triton's layer-norm tutorial; the deterministic two-kernel reduction of
 the weight gradients replaces the tutorial's locked accumulation. Written by us.
@@ -14,6 +14,21 @@ from __future__ import annotations
 import functools
 
 MAX_FUSED_BYTES = 65536  # a row up to this size is held in registers by one program
+# fwd_plan's two numbers (scripts/gpu/triton_probe.py times the others): a program's tile covers at
+# least TILE_BYTES of x (whole rows, several of them where rows are short), and its warps give each
+# thread THREAD_BYTES of the tile (1 to 16 warps)
+TILE_BYTES = 2048
+THREAD_BYTES = 128
+
+
+def fwd_plan(N: int, itemsize: int) -> tuple[int, int, int]:
+    """(BLOCK, ROWS, num_warps) of the forward for rows of N: BLOCK columns (N's next power of two, at
+    most MAX_FUSED_BYTES of a row; longer rows go in BLOCK-wide tiles), ROWS rows a program, and the
+    warps that share the tile."""
+    block = min(1 << max(N - 1, 0).bit_length(), MAX_FUSED_BYTES // itemsize)
+    rows = max(1, TILE_BYTES // (block * itemsize)) if N <= block else 1
+    warps = min(16, max(1, rows * block * itemsize // (32 * THREAD_BYTES)))
+    return block, rows, warps
 
 
 @functools.cache
@@ -21,37 +36,37 @@ def _kernels():
     import triton
     import triton.language as tl
 
-    warps = [triton.Config({}, num_warps=w) for w in (1, 2, 4, 8, 16)]
-
-    @triton.autotune(configs=warps, key=["N", "BLOCK", "ONE_TILE"])
     @triton.jit
-    def ln_fwd(X, Y, W, B, Mean, Rstd, stride, N, eps, BLOCK: tl.constexpr, HAS_W: tl.constexpr,
-               HAS_B: tl.constexpr, RMS: tl.constexpr, ONE_TILE: tl.constexpr):
-        row = tl.program_id(0)
-        X += row * stride
-        Y += row * stride
+    def ln_fwd(X, Y, W, B, Mean, Rstd, stride, M, N, eps, BLOCK: tl.constexpr, ROWS: tl.constexpr,
+               HAS_W: tl.constexpr, HAS_B: tl.constexpr, RMS: tl.constexpr, ONE_TILE: tl.constexpr):
         if ONE_TILE:
-            # the whole row fits one tile: read it once and keep it in registers for all three steps
+            # ROWS whole rows fit one tile: read them once and keep them in registers for all three steps
+            rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
             cols = tl.arange(0, BLOCK)
-            mask = cols < N
-            x = tl.load(X + cols, mask=mask, other=0.0).to(tl.float32)
+            in_row = cols < N
+            mask = (rows[:, None] < M) & in_row[None, :]
+            at = rows[:, None].to(tl.int64) * stride + cols[None, :]
+            x = tl.load(X + at, mask=mask, other=0.0).to(tl.float32)
             if RMS:
-                mean = 0.0
+                mean = tl.zeros([ROWS], dtype=tl.float32)
             else:
-                mean = tl.sum(x, axis=0) / N
-            d = tl.where(mask, x - mean, 0.0)
-            rstd = 1 / tl.sqrt(tl.sum(d * d, axis=0) / N + eps)
+                mean = tl.sum(x, axis=1) / N
+            d = tl.where(mask, x - mean[:, None], 0.0)
+            rstd = 1 / tl.sqrt(tl.sum(d * d, axis=1) / N + eps)
             if not RMS:
-                tl.store(Mean + row, mean)
-            tl.store(Rstd + row, rstd)
-            y = d * rstd
+                tl.store(Mean + rows, mean, mask=rows < M)
+            tl.store(Rstd + rows, rstd, mask=rows < M)
+            y = d * rstd[:, None]
             if HAS_W:
-                y = y * tl.load(W + cols, mask=mask).to(tl.float32)
+                y = y * tl.load(W + cols, mask=in_row).to(tl.float32)[None, :]
             if HAS_B:
-                y = y + tl.load(B + cols, mask=mask).to(tl.float32)
-            tl.store(Y + cols, y.to(Y.dtype.element_ty), mask=mask)
+                y = y + tl.load(B + cols, mask=in_row).to(tl.float32)[None, :]
+            tl.store(Y + at, y.to(Y.dtype.element_ty), mask=mask)
         else:
-            # longer rows, in BLOCK-wide tiles. Pass 1: the mean (skipped for RMSNorm)
+            # longer rows, in BLOCK-wide tiles, a program a row. Pass 1: the mean (skipped for RMSNorm)
+            row = tl.program_id(0)
+            X += row.to(tl.int64) * stride
+            Y += row.to(tl.int64) * stride
             acc = tl.zeros([BLOCK], dtype=tl.float32)
             if not RMS:
                 for off in range(0, N, BLOCK):
@@ -136,11 +151,6 @@ def _kernels():
     return triton, ln_fwd, ln_bwd_dx, column_sum
 
 
-def _block(N: int, itemsize: int) -> int:
-    import triton
-    return min(triton.next_power_of_2(N), MAX_FUSED_BYTES // itemsize)
-
-
 def forward(x, weight, bias, eps: float, rms: bool):
     import torch
     triton, ln_fwd, _, _ = _kernels()
@@ -153,9 +163,10 @@ def forward(x, weight, bias, eps: float, rms: bool):
     mean = torch.empty(M, dtype=torch.float32, device=x.device)
     rstd = torch.empty(M, dtype=torch.float32, device=x.device)
     if M and N:
-        block = _block(N, x.element_size())
-        ln_fwd[(M,)](X, Y, weight, bias, mean, rstd, X.stride(0), N, eps, BLOCK=block,
-                     HAS_W=weight is not None, HAS_B=bias is not None, RMS=rms, ONE_TILE=N <= block)
+        block, rows, warps = fwd_plan(N, x.element_size())
+        ln_fwd[(triton.cdiv(M, rows),)](X, Y, weight, bias, mean, rstd, X.stride(0), M, N, eps, BLOCK=block, ROWS=rows,
+                                        HAS_W=weight is not None, HAS_B=bias is not None, RMS=rms,
+                                        ONE_TILE=N <= block, num_warps=warps)
     return Y.view(x.shape), mean.view(x.shape[:-1]), rstd.view(x.shape[:-1])
 
 

@@ -1,4 +1,5 @@
-"""Nsight Compute on the siblings' kernels and torch's for the same calls: what bounds each one.
+"""Nsight Compute on the siblings' kernels, the ladder's top rungs, and torch's for the same calls:
+what bounds each one.
 
   python scripts/gpu/ncu_siblings.py run OP        (under ncu) profile every case of OP, one call each
   python scripts/gpu/ncu_siblings.py summarize OUT.json CSV... [--stamp-from=JSON]
@@ -6,7 +7,8 @@
 Run through ncu with --profile-from-start off: each case warms up, then profiles one call between
 cudaProfilerStart and cudaProfilerStop, led by torch.cuda._sleep's spin kernel so the summary can
 tell the cases apart. ncu's default cache control flushes the caches before every profiled kernel.
-scripts/gpu/ncu_siblings.sh runs the ops and writes results/ncu_siblings.json. Per kernel: time,
+scripts/gpu/ncu_siblings.sh runs the ops and writes results/ncu_siblings.json (`OPS=ladder`: the
+ladder's rungs, summarized into results/ncu_ladder.json). Per kernel: time,
 DRAM throughput and compute (SM) throughput as % of peak, the memory-system throughput % of peak
 (ncu's "memory SOL", the busiest of DRAM, L2 and L1), issue-slot use, achieved occupancy, registers,
 DRAM bytes. The bound a page names is the larger SOL where it passes 60%, else latency."""
@@ -25,13 +27,14 @@ METRICS = ("gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_el
 SOFTMAX = ((8192, 4096), (1024, 32768), (256, 131072))
 CE = ((4096, 32000), (2048, 128256))
 BN = ((32, 64, 112, 112), (32, 256, 14, 14))
+LADDER = ((16384, 4096), (43691, 1536), (4096, 16384), (1024, 65536))
 
 
 def cases(op):
     """(name, dtype, shape, fn) for every profiled call of `op`."""
     import torch
     import torch.nn.functional as F
-    from reimpl.ladder import batchnorm, batchnorm_split, cross_entropy, softmax
+    from reimpl.ladder import batchnorm, batchnorm_split, cross_entropy, rungs, softmax, triton_rungs
     for dname, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
         if op == "softmax":
             for M, N in SOFTMAX:
@@ -39,6 +42,15 @@ def cases(op):
                 yield "torch_softmax", dname, (M, N), lambda x=x: torch.softmax(x, -1)
                 for k in ("three_pass", "online_block", "one_read"):
                     yield k, dname, (M, N), lambda x=x, k=k: softmax.run(k, x)
+        elif op == "ladder":
+            for M, N in LADDER:
+                x = torch.randn(M, N, device="cuda", dtype=dtype)
+                w, b = torch.randn(N, device="cuda", dtype=dtype), torch.randn(N, device="cuda", dtype=dtype)
+                yield "torch_layer_norm", dname, (M, N), lambda x=x, w=w, b=b: F.layer_norm(x, (N,), w, b)
+                yield "torch_rms_norm", dname, (M, N), lambda x=x, w=w: F.rms_norm(x, (N,), w)
+                yield "row_held", dname, (M, N), lambda x=x, w=w, b=b: rungs.run("row_held", x, w, b)
+                yield "rms_row_held", dname, (M, N), lambda x=x, w=w: rungs.run("rms_row_held", x, w)
+                yield "triton_ln", dname, (M, N), lambda x=x, w=w, b=b: triton_rungs.run("triton_ln", x, w, b)
         elif op == "cross_entropy":
             for M, N in CE:
                 x = torch.randn(M, N, device="cuda", dtype=dtype, requires_grad=True)
@@ -128,7 +140,8 @@ def summarize(out, *paths):
                                   "dram_read_mb": m["dram__bytes_read.sum"] / 1e6, "dram_write_mb": m["dram__bytes_write.sum"] / 1e6,
                                   "l2_hit_pct": m["lts__t_sector_hit_rate.pct"],
                                   "bound": ("memory" if mem >= sm else "compute") if max(mem, sm) >= 60 else "latency"})
-    Path(out).write_text(json.dumps({"what": __doc__.split("\n")[0], "command": "OUT=dir bash scripts/gpu/ncu_siblings.sh",
+    command = "OUT=dir bash scripts/gpu/ncu_siblings.sh" + (" ladder" if Path(out).stem == "ncu_ladder" else "")
+    Path(out).write_text(json.dumps({"what": __doc__.split("\n")[0], "command": command,
                                      "cache_control": "ncu's default: caches flushed before each profiled kernel",
                                      **run_stamp, "cases": cases_out}, indent=0) + "\n")
     for c in cases_out:

@@ -74,7 +74,7 @@ def test_triton_backward_no_worse_than_torch(rung, dtype, shape):
             assert r[f"{g}_rel_err"] <= accuracy.BACKWARD_FACTOR * r[f"{g}_rel_err_torch"] + 2 * store, (g, r)
 
 
-HELD_WIDTHS = (8, 64, 256, 768, 1024, 2048, 4096, 12288, 16384, 32768, 65536, 131072, 262144)
+HELD_WIDTHS = (8, 64, 256, 768, 1024, 1280, 1536, 2048, 4096, 12288, 16384, 32768, 65536, 131072, 262144)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).removeprefix("torch."))
@@ -93,3 +93,26 @@ def test_row_held_every_plan_within_its_bound(rung, dtype):
             r = measure(rung, dtype, family, 3 if N > 65536 else 37, N)
             assert r["rel_err"] <= limit, (N, plan, r, why)
     assert {c for _, c in kinds} >= {1, 2, 4, 8} and len({lanes for lanes, _ in kinds}) >= 3, kinds
+
+
+TRITON_WIDTHS = (1, 8, 64, 100, 768, 1024, 4096, 12288, 16384, 32768, 65536)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).removeprefix("torch."))
+@pytest.mark.parametrize("rung", [e.name for e in registry.RUNGS if e.cuda is None])
+def test_triton_every_plan_within_its_bound(rung, dtype):
+    """The widths that land on each kind of the Triton forward's plan (triton_rungs.fwd_plan): many
+    rows a program with a last program part past M (37 rows), one row a program in one tile, and rows
+    longer than a tile; on the normal and offset families."""
+    _needs_triton(rung)
+    from reimpl.ladder import triton_rungs
+    name = str(dtype).removeprefix("torch.")
+    plans = set()
+    for N in TRITON_WIDTHS:
+        block, rows, _ = triton_rungs.fwd_plan(N, dtype.itemsize)
+        plans.add((rows > 1, N > block))
+        for family in ("normal", "offset_1e4"):
+            limit, why = accuracy.bound(rung, name, family)
+            r = measure(rung, dtype, family, 37, N)
+            assert r["rel_err"] <= limit, (N, (block, rows), r, why)
+    assert plans == {(True, False), (False, False), (False, True)}, plans

@@ -16,8 +16,8 @@ namespace ladder {
 // Chan's formula over lanes and warps, measured slower: a division in every merge step.) Rows are
 // 16-byte aligned and a whole number of words (the launcher checks; block_vec or rms_warp_sumsq
 // take the others).
-// The probe's knobs (scripts/gpu/row_held_probe.py times each setting; the defaults have the best
-// median for LayerNorm, and are within 2 points of the best for RMSNorm):
+// The probe's knobs (scripts/gpu/row_held_probe.py times each setting; the defaults' median is
+// within a point of the best setting's, for both rungs):
 // the most bytes of the row a thread holds for which it fetches weight and bias words early, and
 // the blocks an SM is asked to hold (__launch_bounds__) where a thread holds at most 32 bytes of the
 // row, for warp plans (blocks of 128 threads) and for block plans.
@@ -35,7 +35,10 @@ struct RowHeldBounds {
   static constexpr bool early = VECS * VEC * sizeof(T) <= ROW_HELD_EARLY_BYTES;
   static constexpr unsigned threads = LANES ? REGS_WARP_BLOCK : REGS_MAX_BLOCK;
   static constexpr bool small = VECS * VEC * sizeof(T) <= 32;
-  static constexpr unsigned blocks = !small ? 1 : LANES ? ROW_HELD_WARP_BLOCKS : ROW_HELD_BLOCK_BLOCKS;
+  // a block plan's thread that holds 32 floats or fewer is held to 64 registers: two blocks of 512
+  // threads an SM, so that one block's reductions overlap the other's loads
+  static constexpr unsigned fit = !LANES && VECS * VEC <= 32 ? 2 : 1;
+  static constexpr unsigned blocks = !small ? fit : LANES ? ROW_HELD_WARP_BLOCKS : ROW_HELD_BLOCK_BLOCKS;
 };
 
 struct RowHeldScratch {
@@ -54,23 +57,26 @@ __global__ void __launch_bounds__(RowHeldBounds<T, VEC, VECS, LANES>::threads,
   const int span = (int)((LANES ? LANES : blockDim.x) * VECS * VEC);
   const Share<VEC, LANES, CLUSTER> sh(M, N, span);
   const T* x = X + sh.row * N + sh.first;
-  const T zero = from_f<T>(0.f);
   Pack<T, VEC> held[VECS], w[PVECS], b[PVECS];
 #pragma unroll
-  for (unsigned k = 0; k < VECS; ++k) load_word<true>(held[k], x, (int)((k * sh.lanes + sh.lane) * VEC), sh, zero);
+  for (unsigned k = 0; k < VECS; ++k) held[k] = load_whole<T, VEC>(x, (int)((k * sh.lanes + sh.lane) * VEC), sh);
   if constexpr (EARLY) {
 #pragma unroll
     for (unsigned k = 0; k < VECS; ++k) {
       const int p = (int)((k * sh.lanes + sh.lane) * VEC);
-      if (W != nullptr) load_word<true>(w[k], W + sh.first, p, sh, zero);
-      if (B != nullptr) load_word<true>(b[k], B + sh.first, p, sh, zero);
+      if (W != nullptr) w[k] = load_whole<T, VEC>(W + sh.first, p, sh);
+      if (B != nullptr) b[k] = load_whole<T, VEC>(B + sh.first, p, sh);
     }
   }
+  // widened once: every later use reads floats (words past the row hold zeros)
+  float v[VECS][VEC];
+#pragma unroll
+  for (unsigned k = 0; k < VECS; ++k) unpack(held[k], v[k]);
   float s = 0.f;
 #pragma unroll
   for (unsigned k = 0; k < VECS; ++k)
 #pragma unroll
-    for (unsigned j = 0; j < VEC; ++j) s += to_f(held[k].v[j]);  // words past the row hold zeros
+    for (unsigned j = 0; j < VEC; ++j) s += v[k][j];
   const int lo = sh.lo > 0 ? sh.lo : 0, hi = sh.hi < span ? sh.hi : span;
   const float n = hi > lo ? (float)(hi - lo) : 0.f;  // the share's own elements
   float m_b = 0.f;
@@ -81,12 +87,13 @@ __global__ void __launch_bounds__(RowHeldBounds<T, VEC, VECS, LANES>::threads,
   float q = 0.f;
 #pragma unroll
   for (unsigned k = 0; k < VECS; ++k) {
-    const bool mine = sh.holds((int)((k * sh.lanes + sh.lane) * VEC));
+    float qk = 0.f;  // a word's own sum, kept or dropped whole: one select a word, not one an element
 #pragma unroll
     for (unsigned j = 0; j < VEC; ++j) {
-      const float d = mine ? to_f(held[k].v[j]) - m_b : 0.f;
-      q += d * d;
+      const float d = v[k][j] - m_b;
+      qk += d * d;
     }
+    q += sh.holds((int)((k * sh.lanes + sh.lane) * VEC)) ? qk : 0.f;
   }
   Welford st{n, m_b, row_reduce<LANES>(q, 0.f, scratch.sq, Sum())};
   if constexpr (CLUSTER > 1) st = cluster_reduce<CLUSTER>(st, &scratch.block, Welford{0.f, 0.f, 0.f}, WelfordMerge());
@@ -101,21 +108,23 @@ __global__ void __launch_bounds__(RowHeldBounds<T, VEC, VECS, LANES>::threads,
   for (unsigned k = 0; k < VECS; ++k) {
     const int p = (int)((k * sh.lanes + sh.lane) * VEC);
     if (sh.holds(p)) {
-      Pack<T, VEC> wk{}, bk{}, o;
+      Pack<T, VEC> o;
+      float wf[VEC], bf[VEC], out[VEC];
       if constexpr (EARLY) {
-        wk = w[k];
-        bk = b[k];
+        if (W != nullptr) unpack(w[k], wf);
+        if (B != nullptr) unpack(b[k], bf);
       } else {
-        if (W != nullptr) wk = *reinterpret_cast<const Pack<T, VEC>*>(W + sh.first + p);
-        if (B != nullptr) bk = *reinterpret_cast<const Pack<T, VEC>*>(B + sh.first + p);
+        if (W != nullptr) unpack(*reinterpret_cast<const Pack<T, VEC>*>(W + sh.first + p), wf);
+        if (B != nullptr) unpack(*reinterpret_cast<const Pack<T, VEC>*>(B + sh.first + p), bf);
       }
 #pragma unroll
       for (unsigned j = 0; j < VEC; ++j) {
-        float v = (to_f(held[k].v[j]) - mu) * rs;
-        if (W != nullptr) v *= to_f(wk.v[j]);
-        if (B != nullptr) v += to_f(bk.v[j]);
-        o.v[j] = from_f<T>(v);
+        float r = (v[k][j] - mu) * rs;
+        if (W != nullptr) r *= wf[j];
+        if (B != nullptr) r += bf[j];
+        out[j] = r;
       }
+      pack(out, o);
       store_word<true>(y, p, o, sh);
     }
   }

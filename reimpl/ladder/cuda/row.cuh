@@ -92,24 +92,70 @@ struct Share {
 };
 
 // Loads the word at share position p: 16 bytes at once where the word is all this row's, else only
-// the row's own elements, `fill` standing in for the others (no load leaves the row). WHOLE: the
-// launcher guarantees rows of whole, aligned words, so a word is the row's entirely or not at all,
-// and the element-wise branch (whose control flow keeps the compiler from batching the loads) goes.
-template <bool WHOLE = false, typename T, unsigned VEC, typename S>
+// the row's own elements, `fill` standing in for the others (no load leaves the row).
+template <typename T, unsigned VEC, typename S>
 __device__ __forceinline__ void load_word(Pack<T, VEC>& w, const T* x, int p, const S& sh, T fill) {
-  if constexpr (WHOLE) {
-    if (sh.holds(p)) {
-      w = *reinterpret_cast<const Pack<T, VEC>*>(x + p);
-    } else {
-#pragma unroll
-      for (unsigned j = 0; j < VEC; ++j) w.v[j] = fill;
-    }
-  } else if (sh.whole(p)) {
+  if (sh.whole(p)) {
     w = *reinterpret_cast<const Pack<T, VEC>*>(x + p);
   } else {
 #pragma unroll
     for (unsigned j = 0; j < VEC; ++j) w.v[j] = sh.holds(p + j) ? x[p + j] : fill;
   }
+}
+
+// For rows of whole, aligned 16-byte words (the launcher checks), a word is the row's entirely or
+// not at all: one predicated 16-byte load into a word of zero bits, with no element-wise branch
+// (whose control flow keeps the compiler from batching the loads) and no per-element fill.
+template <typename T, unsigned VEC, typename S>
+__device__ __forceinline__ Pack<T, VEC> load_whole(const T* x, int p, const S& sh) {
+  static_assert(sizeof(Pack<T, VEC>) == 16, "whole words are 16 bytes");
+  uint4 r = make_uint4(0u, 0u, 0u, 0u);
+  if (sh.holds(p)) r = *reinterpret_cast<const uint4*>(x + p);
+  return *reinterpret_cast<const Pack<T, VEC>*>(&r);
+}
+
+// A word's elements as floats, and floats rounded (to nearest even, as from_f) into a word, a pair of
+// 16-bit elements at a time: bf16 widens by a shift or a mask of its 32-bit pair, fp16 by one paired
+// conversion, and a pair packs in one instruction. Element-wise, the compiler re-extracts each 16-bit
+// half from the word with a byte permute before every use of it.
+template <unsigned VEC>
+__device__ __forceinline__ void unpack(const Pack<float, VEC>& w, float (&f)[VEC]) {
+#pragma unroll
+  for (unsigned j = 0; j < VEC; ++j) f[j] = w.v[j];
+}
+template <unsigned VEC>
+__device__ __forceinline__ void unpack(const Pack<__nv_bfloat16, VEC>& w, float (&f)[VEC]) {
+  const unsigned* u = reinterpret_cast<const unsigned*>(&w);
+#pragma unroll
+  for (unsigned j = 0; j < VEC / 2; ++j) {
+    f[2 * j] = __uint_as_float(u[j] << 16);  // the pair's first element is its low half
+    f[2 * j + 1] = __uint_as_float(u[j] & 0xffff0000u);
+  }
+}
+template <unsigned VEC>
+__device__ __forceinline__ void unpack(const Pack<__half, VEC>& w, float (&f)[VEC]) {
+#pragma unroll
+  for (unsigned j = 0; j < VEC / 2; ++j) {
+    const float2 t = __half22float2(reinterpret_cast<const __half2*>(&w)[j]);
+    f[2 * j] = t.x;
+    f[2 * j + 1] = t.y;
+  }
+}
+template <unsigned VEC>
+__device__ __forceinline__ void pack(const float (&f)[VEC], Pack<float, VEC>& w) {
+#pragma unroll
+  for (unsigned j = 0; j < VEC; ++j) w.v[j] = f[j];
+}
+template <unsigned VEC>
+__device__ __forceinline__ void pack(const float (&f)[VEC], Pack<__nv_bfloat16, VEC>& w) {
+#pragma unroll
+  for (unsigned j = 0; j < VEC / 2; ++j)
+    reinterpret_cast<__nv_bfloat162*>(&w)[j] = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
+}
+template <unsigned VEC>
+__device__ __forceinline__ void pack(const float (&f)[VEC], Pack<__half, VEC>& w) {
+#pragma unroll
+  for (unsigned j = 0; j < VEC / 2; ++j) reinterpret_cast<__half2*>(&w)[j] = __floats2half2_rn(f[2 * j], f[2 * j + 1]);
 }
 
 // Writes the VEC outputs of the word at share position p: 16 bytes at once where the word is all this
