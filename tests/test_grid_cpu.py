@@ -1,5 +1,5 @@
 """CPU: the benchmarks' shared shape grid (reimpl.checks.grid), the records the grid runs and the
-probes committed (results/ladder_grid_bench.json, results/row_held_orders.json,
+probes committed (results/ladder_bench.json, results/row_held_orders.json,
 results/row_held_knobs.json, results/triton_probe.json), and the page table drawn from them."""
 import json
 from statistics import median
@@ -31,17 +31,20 @@ def test_grid_has_the_cells_it_names_once_each():
 
 
 def test_grid_record_rows_are_grid_cells_and_their_own_runs():
-    d = _load("ladder_grid_bench.json")
+    d = _load("ladder_bench.json")
     cells = {dt: {(M, N) for _, M, N in grid.cells(grid_tables.ITEMSIZE[dt])} for dt in grid_tables.ITEMSIZE}
-    copy = {(r["run"], r["method"], r["dtype"], r["M"], r["N"]): r["ms"] for r in d["rows"] if r["kernel"] == "copy"}
+    copy = {(r["run"], r["method"], r["dtype"], r["M"], r["N"], r["pass"]): r["ms"] for r in d["rows"]
+            if r["kernel"] == "copy"}
     assert d["runs"] and all(r["device"] and r["torch"] and r["date"] for r in d["runs"])
     for r in d["rows"]:
         assert (r["M"], r["N"]) in cells[r["dtype"]], r
         assert r["method"] in d["methods"] and 0 <= r["run"] < len(d["runs"])
-        # pct_copy is the copy timed in the row's own run over the row's time
-        c = copy[(r["run"], r["method"], r["dtype"], r["M"], r["N"])]
-        assert abs(r["pct_copy"] - 100 * c / r["ms"]) < 1e-6 * r["pct_copy"], r
-        nbytes = 2 * r["M"] * r["N"] * grid_tables.ITEMSIZE[r["dtype"]]
+        # pct_copy is the copy timed in the row's own run over the row's time (forward+backward: over
+        # 2.5 copies, the bytes of x and y, then x, dy and dx)
+        c = copy[(r["run"], r["method"], r["dtype"], r["M"], r["N"], r["pass"])]
+        copies, moved = (1, 2) if r["pass"] == "forward" else (2.5, 5)
+        assert abs(r["pct_copy"] - 100 * copies * c / r["ms"]) < 1e-6 * r["pct_copy"], r
+        nbytes = moved * r["M"] * r["N"] * grid_tables.ITEMSIZE[r["dtype"]]
         assert abs(r["gbps"] - nbytes / r["ms"] / 1e6) < 1e-6 * r["gbps"]
     # the top rungs cover the whole grid in every dtype, by both methods
     for k in ("row_held", "rms_row_held"):
@@ -115,14 +118,15 @@ def test_triton_plan_defaults_are_the_probes_best():
 
 
 def test_grid_table_matches_the_record():
-    d = _load("ladder_grid_bench.json")
+    d = _load("ladder_bench.json")
     text = grid_tables.table()
     for s in grid_tables.summary(d):
         line = next(l for l in text.splitlines()
-                    if l.startswith(f"| `{s['kernel']}` | {s['dtype']} | {s['method']} |"))
+                    if l.startswith(f"| {grid_tables._code(s['kernel'])} | {s['dtype']} | {s['method']} |"))
         assert f"{s['lo']:.0f}–{s['hi']:.0f}" in line and f"{s['at_goal']} of {s['large']}" in line
         mine = [r for r in d["rows"] if r["kernel"] == s["kernel"] and r["dtype"] == s["dtype"]
-                and r["method"] == s["method"] and grid.large(r["M"], r["N"], grid_tables.ITEMSIZE[s["dtype"]])]
+                and r["method"] == s["method"] and r["pass"] == "forward"
+                and grid.large(r["M"], r["N"], grid_tables.ITEMSIZE[s["dtype"]])]
         assert s["large"] == len(mine) and s["lo"] == min(r["pct_copy"] for r in mine)
 
 
@@ -143,3 +147,46 @@ def test_ncu_record_backs_the_rung_page():
     for N in (1536, 2048):
         assert (launch.held_plan(N, 4).lanes, launch.held_plan(N, 4).block) == (0, 64)
         assert (launch.held_plan(N, 2).lanes, launch.held_plan(N, 2).vecs) == (32, 8)
+
+
+def _cells_of(dtype):
+    from reimpl.docsite import ladder_tables
+    out = {}
+    for r in ladder_tables._bench_rows(dtype, "forward"):
+        out.setdefault((r["M"], r["N"]), {})[r["kernel"]] = r["gbps"]
+    return out
+
+
+def test_ladder_index_reading_matches_the_record():
+    """"What the tables say" on ladder/index.md, against results/ladder_bench.json (pipelined), in
+    both dtypes it shows: block_welford below the warp-per-row rungs at N = 768; block_vec the
+    fastest of the rungs before warp_regs from 8192 up to rows of 48 KiB, and at the scalar rung's
+    speed past them; warp_welford slower than warp_sums everywhere."""
+    before = ("warp_sums", "warp_welford", "block_welford", "block_cached", "apex")
+    page = (ROOT / "docs/ladder/index.md").read_text()
+    assert "on every such cell" in page and "on every cell of the grid" in page and "up to 48 KiB" in page
+    from reimpl.docsite import ladder_tables
+    assert "tables show four of its cells" in page and len(ladder_tables.shown_cells("fp32")) == 4
+    for dtype in ("fp32", "bf16"):
+        cells = _cells_of(dtype)
+        itemsize = grid_tables.ITEMSIZE[dtype]
+        at768 = [c for (M, N), c in cells.items() if N == 768]
+        assert at768 and all(c["block_welford"] < min(c["warp_sums"], c["warp_welford"]) for c in at768)
+        fits = [c for (M, N), c in cells.items() if N >= 8192 and N * itemsize < 48 * 1024]
+        assert fits and all(c["block_vec"] > max(c[k] for k in before) for c in fits)
+        past = [c for (M, N), c in cells.items() if N * itemsize >= 48 * 1024]
+        assert past and all(abs(c["block_vec"] / c["block_welford"] - 1) < 0.03 for c in past)
+        assert min(N for (M, N) in cells if N * itemsize >= 48 * 1024) == (12288 if itemsize == 4 else 32768)
+        assert all(c["warp_welford"] < c["warp_sums"] for c in cells.values())
+
+
+def test_peer_rows_are_where_the_ladder_page_says():
+    """ladder/index.md: Liger-Kernel's and quack's kernels were timed on the bf16 rows of up to 32768,
+    in a run of their own."""
+    d = _load("ladder_bench.json")
+    peers = [r for r in d["rows"] if r["kernel"].startswith(("liger_", "quack_"))]
+    assert peers and {(r["dtype"], r["part"]) for r in peers} == {("bf16", "tall")}
+    assert max(r["N"] for r in peers) == 32768 and len({r["run"] for r in peers}) == 1
+    assert not any(r["kernel"].startswith("torch_") and r["run"] == peers[0]["run"] for r in d["rows"]
+                   if (r["dtype"], r["M"], r["N"]) not in {(p["dtype"], p["M"], p["N"]) for p in peers})
+    assert "timed on the bf16 rows of up to 32768, in a run of their own" in (ROOT / "docs/ladder/index.md").read_text()

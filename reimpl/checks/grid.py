@@ -21,6 +21,7 @@ WIDE_NS = (8192, 12288, 16384)
 MODEL_NS = (768, 1024, 2048, 4096, 5120, 8192)
 MODEL_M = 4096
 PARTS = ("tall", "wide", "model")
+SLOW_MOST = 65536 * 768  # the most elements (M x N) a cell may have for the slow rung (naive) to be timed on it
 
 
 def tall_rows(N: int, itemsize: int) -> int:

@@ -1,5 +1,5 @@
 """The shared-grid summaries of the ladder's top rungs, rendered at build time from
-results/ladder_grid_bench.json (scripts/gpu/ladder_bench.py over reimpl.checks.grid's cells), and
+results/ladder_bench.json (scripts/gpu/ladder_bench.py over reimpl.checks.grid's cells), and
 what the probes and the profiler say of them:
 
     {% ladder_grid %}       per dtype and method, the % of copy of row_held, rms_row_held and the Triton
@@ -19,11 +19,9 @@ from pathlib import Path
 from statistics import median
 
 from ..checks import grid
-from .ladder_tables import MISSING, caption, load
-from .siblings_bench_tables import ncu_rows
+from .ladder_tables import BENCH as GRID, MISSING, caption, load
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
-GRID = RESULTS / "ladder_grid_bench.json"
 NCU = RESULTS / "ncu_ladder.json"
 TRITON_PROBE = RESULTS / "triton_probe.json"
 PAIRS = (("row_held", "torch_layer_norm"), ("rms_row_held", "torch_rms_norm"),
@@ -61,7 +59,7 @@ def summary(d: dict) -> list[dict]:
 def table() -> str:
     d = load(GRID)
     if d is None:
-        return MISSING.format(cmd="python scripts/gpu/ladder_bench.py results/ladder_grid_bench.json", file=GRID.name)
+        return MISSING.format(cmd="python scripts/gpu/ladder_bench.py results/ladder_bench.json", file=GRID.name)
     run = d["runs"][-1]
     lines = [caption(f"% of copy, forward, over the shared grid's cells of at least {grid.LARGE >> 20} MB "
                      "(lowest–highest; cells at the rung's goal or more), and the cells of any size where the rung "
@@ -71,17 +69,39 @@ def table() -> str:
              "|---|---|---|---|---|---|---|"]
     for s in summary(d):
         slower = ", ".join(f"{M} × {N}" for M, N in s["slower"]) or "none"
-        lines.append(f"| `{s['kernel']}` | {s['dtype']} | {s['method']} | {s['lo']:.0f}–{s['hi']:.0f} | "
+        lines.append(f"| {_code(s['kernel'])} | {s['dtype']} | {s['method']} | {s['lo']:.0f}–{s['hi']:.0f} | "
                      f"{s['at_goal']} of {s['large']} at ≥ {s['goal']}% | {s['torch_lo']:.0f}–{s['torch_hi']:.0f} | "
                      f"{slower} |")
     return "\n".join(lines) + "\n"
 
 
 def ncu_table() -> str:
+    """Nsight Compute per dtype: for each profiled shape and call, the kernel's time, DRAM throughput,
+    the memory system's and the SMs' busiest unit (% of peak), achieved occupancy, registers and the
+    bound that follows (scripts/gpu/ncu_siblings.py's rule)."""
     d = load(NCU)
     if d is None:
         return MISSING.format(cmd="OUT=results bash scripts/gpu/ncu_siblings.sh ladder", file=NCU.name)
-    return ncu_rows(d, d["cases"], "the ladder's top rungs")
+    out = []
+    for dtype in dict.fromkeys(c["dtype"] for c in d["cases"]):
+        lines = [caption(f"Nsight Compute, {dtype}: each call's kernel time (µs), DRAM throughput, the memory "
+                         "system's busiest unit and the SMs' busiest pipe (% of peak), achieved occupancy (% of "
+                         "the SM's warps), registers a thread, and the bound: memory or compute (SM), whichever "
+                         "is busier, where it passes 60%, else latency", d, d["cache_control"]),
+                 "| M x N | call | µs | DRAM / memory / SM % | occupancy % (registers) | bound |",
+                 "|---|---|---:|---:|---:|---|"]
+        for c in (c for c in d["cases"] if c["dtype"] == dtype):
+            M, N = c["shape"]
+            lines.append(f"| {M} x {N} | {_code(c['kernel'])} | {c['us']:.1f} | {c['dram_pct']:.0f} / "
+                         f"{c['memory_sol_pct']:.0f} / {c['sm_sol_pct']:.0f} | {c['occupancy_pct']:.0f} "
+                         f"({c['registers']}) | {c['bound']} |")
+        out.append("\n".join(lines) + "\n")
+    return "\n".join(out)
+
+
+def _code(name: str) -> str:
+    """A kernel's name in a table cell, on one line (the theme breaks code anywhere)."""
+    return f'<span style="white-space: nowrap">`{name}`</span>'
 
 
 def triton_medians(d: dict) -> dict:

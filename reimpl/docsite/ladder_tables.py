@@ -2,16 +2,20 @@
 (results/ladder_errors.json, results/ladder_bench.json), the stated bounds (reimpl/ladder/accuracy.py)
 and the registry of rungs (reimpl/ladder/registry.py).
 
-    {% rung_index %}              every rung: its idea, whose idea, GB/s and % of copy, bound, run line
+    {% rung_index %}              every rung: its idea, whose idea, % of copy over the shared grid, bound,
+                                  run line
     {% ladder_errors RUNG %}      worst error per input family and dtype, its bound, distance to torch
-    {% ladder_bandwidth DTYPE %}  GB/s and % of copy of every rung, torch and the copy, forward
-    {% ladder_training DTYPE %}   forward+backward GB/s of the Triton rungs and torch
+    {% ladder_bandwidth DTYPE %}  GB/s and % of copy of every rung, torch and the copy, forward, on the
+                                  grid's cells SHOWN, and each kernel's median over the large cells
+    {% ladder_training DTYPE %}   forward+backward GB/s of the Triton rungs and torch (the model widths)
     {% ladder_chart DTYPE %}      the forward table as a bar chart: matplotlib at build time, inline SVG
                                   (no JavaScript, no CDN), its numbers in a <details> table under it
     {% ladder_stamp %}            device, versions, date and method of the runs
 
 Every table opens with a caption line (`caption`): what it holds and in what unit, how it was
-measured, on which device and when (the JSON's stamp).
+measured, on which device and when (the JSON's stamp). results/ladder_bench.json holds the shared
+grid (reimpl/checks/grid.py) as scripts/gpu/ladder_bench.py writes it: both methods, every row
+naming its method; the tables here read its pipelined rows.
 
 The benchmark table and chart (`bench_table`, `bench_chart`) also serve reimpl.fast's page
 (reimpl/docsite/fast_tables.py), each with its own kernel order. The charts follow the page's
@@ -26,6 +30,7 @@ import re
 from html import escape
 from pathlib import Path
 
+from ..checks import grid
 from ..ladder import accuracy, registry
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
@@ -35,9 +40,13 @@ BENCH = RESULTS / "ladder_bench.json"
 # are the yardsticks at the end
 YARDSTICKS = ("torch_layer_norm", "torch_rms_norm", "copy")
 ORDER = registry.table_order(registry.RUNGS) + YARDSTICKS
-# the rung index's bandwidth: one shape every rung but the slow `naive` was timed at, rows long
-# enough that one block per row has work
-INDEX_SHAPE = (16384, 4096)
+PEERS = ("liger_layer_norm", "liger_rms_norm", "quack_layer_norm", "quack_rms_norm")
+ITEMSIZE = {"fp32": 4, "bf16": 2, "fp16": 2}
+# the grid's cells the bandwidth tables and charts show: tall rows of these widths (about 256 MB
+# each), and one few-row wide cell: short, middle and long rows
+SHOWN_N = (256, 4096, 65536)
+SHOWN_WIDE = ((1024, 12288),)
+TABLE_METHOD = "pipelined"
 INDEX_DTYPES = ("fp32", "bf16")
 MISSING = "*Not measured yet: run `{cmd}` on a GPU and commit `{file}`.*\n"
 
@@ -51,7 +60,7 @@ def stamp() -> str:
     for name, path in (("errors", ERRORS), ("bandwidth", BENCH)):
         d = load(path)
         if d:
-            method = f"; {d['method']}" if "method" in d else ""
+            method = f"; {d['method']}" if "method" in d else f"; {TABLE_METHOD} in the tables"
             parts.append(f"{name}: {d['device']}, torch {d['torch']}, CUDA {d['cuda']}, {d['date']}{method}")
     return ("*" + ". ".join(parts) + ".*\n") if parts else ""
 
@@ -94,19 +103,50 @@ def errors(rung: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def shown_cells(dtype: str) -> list[tuple[int, int]]:
+    """The (M, N) the bandwidth tables and charts show for one dtype."""
+    return [(grid.tall_rows(N, ITEMSIZE[dtype]), N) for N in SHOWN_N] + list(SHOWN_WIDE)
+
+
 def _bench_rows(dtype: str, pass_: str):
+    """The pipelined rows of one dtype and pass of results/ladder_bench.json, or None."""
     d = load(BENCH)
     if d is None:
         return None
-    return [r for r in d["rows"] if r["dtype"] == dtype and r.get("pass", "forward") == pass_]
+    rows = [r for r in d["rows"] if r["dtype"] == dtype and r["pass"] == pass_ and r["method"] == TABLE_METHOD]
+    return newest_copy(rows)
 
 
-def bench_table(rows, order, pct: bool) -> str:
+def newest_copy(rows: list) -> list:
+    """`rows` with one copy a cell, the newest run's: a cell keeps an older run's copy beside the
+    older rows timed against it (their pct_copy already holds it)."""
+    newest: dict = {}
+    for r in rows:
+        if r["kernel"] == "copy" and r["run"] >= newest.get((r["M"], r["N"]), -1):
+            newest[(r["M"], r["N"])] = r["run"]
+    return [r for r in rows if r["kernel"] != "copy" or r["run"] == newest[(r["M"], r["N"])]]
+
+
+def large_summary(rows: list, dtype: str) -> dict:
+    """kernel -> (median, lowest, cells) of its % of copy over the large cells (grid.large) of `rows`."""
+    from statistics import median
+    out: dict = {}
+    for r in rows:
+        if grid.large(r["M"], r["N"], ITEMSIZE[dtype]):
+            out.setdefault(r["kernel"], []).append(r["pct_copy"])
+    return {k: (median(v), min(v), len(v)) for k, v in out.items()}
+
+
+def bench_table(rows, order, pct: bool, summary: dict | None = None) -> str:
+    """Kernels down, shapes across (GB/s, with % of copy where `pct`); `summary` (large_summary's)
+    adds a last column: the median % of copy over the large cells, the lowest, and how many."""
     shapes = sorted({(r["M"], r["N"]) for r in rows}, key=lambda s: s[0] * s[1])
     kernels = [k for k in order if any(r["kernel"] == k for r in rows)]
     cell = {(r["kernel"], r["M"], r["N"]): r for r in rows}
     head = "| kernel | " + " | ".join(f"{M} x {N}" for M, N in shapes) + " |"
     lines = [head, "|---|" + "---:|" * len(shapes)]
+    if summary is not None:
+        lines = [head + f" ≥ {grid.LARGE >> 20} MB cells: median % (lowest; cells) |", lines[1] + "---:|"]
     for k in kernels:
         vals = []
         for M, N in shapes:
@@ -115,7 +155,11 @@ def bench_table(rows, order, pct: bool) -> str:
                 vals.append("not timed")
             else:
                 vals.append(f"{r['gbps']:.0f}" + (f" ({r['pct_copy']:.0f}%)" if pct else ""))
-        lines.append(f"| `{k}` | " + " | ".join(vals) + " |")
+        if summary is not None:
+            med, low, n = summary.get(k, (None, None, 0))
+            vals.append(f"{med:.0f} ({low:.0f}; {n})" if n else "not timed")
+        # the theme breaks code anywhere: a kernel's name is kept on one line
+        lines.append(f'| <span style="white-space: nowrap">`{k}`</span> | ' + " | ".join(vals) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -124,8 +168,12 @@ def bandwidth(dtype: str) -> str:
     if rows is None:
         return MISSING.format(cmd="python scripts/gpu/ladder_bench.py results/ladder_bench.json", file=BENCH.name)
     d = load(BENCH)
-    return (caption(f"GB/s and % of copy, forward, {dtype}: the ladder's kernels and torch; GB/s counts one read "
-                    "of x and one write of y", d, d["method"]) + bench_table(rows, ORDER, pct=True))
+    shown = [r for r in rows if (r["M"], r["N"]) in shown_cells(dtype)]
+    return (caption(f"GB/s and % of copy, forward, {dtype}: the ladder's kernels, torch and the peers on "
+                    f"{len(shown_cells(dtype))} cells of the shared grid, and each kernel's median % of copy over "
+                    f"all the grid's cells of at least {grid.LARGE >> 20} MB; GB/s counts one read of x and one "
+                    "write of y", d, PIPELINED)
+            + bench_table(shown, ORDER + PEERS, pct=True, summary=large_summary(rows, dtype)))
 
 
 def training(dtype: str) -> str:
@@ -133,23 +181,25 @@ def training(dtype: str) -> str:
     if rows is None:
         return MISSING.format(cmd="python scripts/gpu/ladder_bench.py results/ladder_bench.json", file=BENCH.name)
     d = load(BENCH)
-    return (caption(f"GB/s, forward and backward through autograd, {dtype}: the Triton rungs and torch; GB/s "
-                    "counts x and y for the forward, x, dy and dx for the backward", d, d["method"])
-            + bench_table(rows, ORDER, pct=False))
+    return (caption(f"GB/s, forward and backward through autograd, {dtype}: the Triton rungs and torch at the "
+                    "widths of real models (4096 rows); GB/s counts x and y for the forward, x, dy and dx for "
+                    "the backward", d, PIPELINED)
+            + bench_table(rows, ORDER + PEERS, pct=False))
 
 
 def chart(dtype: str) -> str:
-    """The ladder's forward bandwidth per kernel and shape, as bars, with its table under it
+    """The ladder's forward bandwidth per kernel and shown cell, as bars, with its table under it
     (render.py puts both in a diagram box)."""
     rows = _bench_rows(dtype, "forward")
     if rows is None:
         return ""
+    rows = [r for r in rows if (r["M"], r["N"]) in shown_cells(dtype) and r["kernel"] in ORDER]  # peers: the table
     d = load(BENCH)
     what = f"forward, {dtype}: the ladder's kernels and torch"
     return bench_chart(rows, ORDER, f"ladder-{dtype}",
                        f"LayerNorm and RMSNorm {what}\n{PIPELINED}, {d['device']}, {d['date']}",
                        "bandwidth (GB/s): x read + y written",
-                       caption(f"GB/s per kernel and shape, as plotted, {what}", d, d["method"])
+                       caption(f"GB/s per kernel and shape, as plotted, {what}", d, PIPELINED)
                        + bench_table(rows, ORDER, pct=False))
 
 
@@ -169,6 +219,7 @@ COLOURS = {
     "naive": "#8c8c8c", "warp_sums": "#f28e2b", "warp_welford": "#e15759", "block_welford": "#59a1a0",
     "block_cached": "#b07aa1", "block_vec": "#d4a72c", "apex": "#9c755f", "warp_regs": "#ff9da7",
     "triton_ln": "#59a14f", "rms_warp_sumsq": "#f1a35f", "triton_rms": "#9bd18e",
+    "row_held": "#c85a9b", "rms_row_held": "#e7a3c9",
 }
 SPARE = ("#bab0ac", "#d37295", "#a0cbe8", "#86bcb6")
 COPY_LABEL = "copy (x.clone())"
@@ -313,36 +364,40 @@ def _cell(text: str) -> str:
 
 def rung_index(page: str = "") -> str:
     """One row per rung of the registry, in climbing order: its idea, whose idea it is, its forward
-    GB/s and % of copy at INDEX_SHAPE per dtype (results/ladder_bench.json), its stated bound on
-    normal rows, and the line that runs its GPU test. A rung is linked to its section where `page`
-    (the Markdown of the page the index is on) has an anchor of its name."""
+    median % of copy over the shared grid's large cells per dtype (results/ladder_bench.json,
+    pipelined), its stated bound on normal rows, and the line that runs its GPU test. A rung is
+    linked to its section where `page` (the Markdown of the page the index is on) has an anchor of
+    its name."""
     d = load(BENCH)
-    M, N = INDEX_SHAPE
-    cell = {(r["kernel"], r["dtype"]): r for r in (d["rows"] if d else ())
-            if (r["M"], r["N"]) == INDEX_SHAPE and r.get("pass", "forward") == "forward"}
+    summaries = {dt: large_summary(_bench_rows(dt, "forward"), dt) for dt in INDEX_DTYPES} if d else {}
     anchors = set(re.findall(r"\{ #([\w-]+) \}", page))
-    head = (caption(f"Every rung: its idea and whose it is, forward GB/s and % of copy at M x N = {M} x {N}, "
-                    "stated error bound (relative, no unit)", d, d["method"]) if d else "")
-    lines = [head, "| # | rung | the idea it adds | whose idea | "
-             + " | ".join(f"{dt} GB/s (% of copy)" for dt in INDEX_DTYPES)
+    head = (caption(f"Every rung: its idea and whose it is, forward % of copy over the shared grid's cells of at "
+                    f"least {grid.LARGE >> 20} MB (median, lowest), stated error bound (relative, no unit)",
+                    d, PIPELINED) if d else "")
+    lines = [head, "| # | rung | the idea it adds | whose idea | % of copy, " + " / ".join(INDEX_DTYPES)
              + " | stated bound, normal rows (fp32 / bf16) | run it |",
-             "|---:|---|---|---|" + "---:|" * len(INDEX_DTYPES) + "---|---|"]
+             "|---:|---|---|---|---:|---|---|"]
     rules = {}
     for i, e in enumerate(registry.RUNGS, 1):
         name = f"[`{e.name}`](#{e.name})" if e.name in anchors else f"`{e.name}`"
+        name = f'<span style="white-space: nowrap">{name}</span>'
         if e.rms_norm:
             name += " (RMSNorm)"
-        speed = [f"{cell[e.name, dt]['gbps']:.0f} ({cell[e.name, dt]['pct_copy']:.0f}%)" if (e.name, dt) in cell
-                 else "not timed" for dt in INDEX_DTYPES]
+        speed = []
+        for dt in INDEX_DTYPES:
+            med, low, n = summaries.get(dt, {}).get(e.name, (None, None, 0))
+            speed.append(f"{med:.0f} ({low:.0f})" if n else "not timed")
         (b32, why), (b16, _) = (accuracy.bound(e.name, dt, "normal") for dt in ("float32", "bfloat16"))
         rules.setdefault(e.bound_family, why)
-        lines.append(f"| {i} | {name} | {_cell(e.idea)} | {_cell(e.credit)} | " + " | ".join(speed)
+        lines.append(f"| {i} | {name} | {_cell(e.idea)} | {_cell(e.credit)} | " + " / ".join(speed)
                      + f" | {b32:.3g} / {b16:.3g} ({e.bound_family}) | `{e.run}` |")
-    source = (f"Bandwidth at M x N = {M} x {N} from `results/{BENCH.name}`" if d else
+    source = (f"Bandwidth from `results/{BENCH.name}`: each dtype's median over the cells of at least "
+              f"{grid.LARGE >> 20} MB, the lowest in brackets" if d else
               MISSING.format(cmd="python scripts/gpu/ladder_bench.py results/ladder_bench.json",
                              file=BENCH.name).strip())
-    notes = [f"\n*{source} (`naive` was timed on the two smallest shapes only); each rung's tables below "
-             "give every shape. Bounds are on |y − ref| / max(|ref|, 1) "
+    notes = [f"\n*{source} (`naive` is timed only where M x N ≤ {grid.SLOW_MOST:,}: one thread a row is too "
+             "slow for the rest); the [bandwidth tables](index.md#bandwidth) give shapes. Bounds are on "
+             "|y − ref| / max(|ref|, 1) "
              "against a float64 reference; the other input families have their own (see each rung's table). "
              "Every row comes from `reimpl/ladder/registry.py`.*\n", "Bound families, on normal rows:\n"]
     notes += [f"- `{rule}`: {why}" for rule, why in rules.items()]

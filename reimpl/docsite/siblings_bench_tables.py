@@ -295,13 +295,7 @@ def ncu_table(d: dict | None, op: str) -> str:
     """Nsight Compute per kernel launch of each profiled call (results/ncu_siblings.json)."""
     if d is None:
         return "*Not profiled yet: run `OUT=results bash scripts/gpu/ncu_siblings.sh` on a GPU.*\n"
-    return ncu_rows(d, [c for c in d["cases"] if _ncu_op(c["kernel"]) == op], op)
-
-
-def ncu_rows(d: dict, rows: list, op: str) -> str:
-    """The Nsight Compute table of `rows` (cases of a summary of scripts/gpu/ncu_siblings.py, whose
-    stamp `d` is), kernels of at least NCU_MIN_US."""
-    rows = [c for c in rows if c["us"] >= NCU_MIN_US]
+    rows = [c for c in d["cases"] if _ncu_op(c["kernel"]) == op and c["us"] >= NCU_MIN_US]
     bn = op == "batchnorm"
     lines = [caption(f"Nsight Compute, {op}: each kernel of at least {NCU_MIN_US} µs a call launches, its time (µs), "
                      "the DRAM megabytes it read and wrote, the memory system's busiest unit and the SMs' busiest "

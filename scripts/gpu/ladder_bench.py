@@ -15,7 +15,7 @@ Usage (a CUDA machine; peers optional, see scripts/gpu/unpack_peers.sh):
 LADDER_KERNELS=a,b,... times only those kernels (copy and torch's always). Rows are written after
 every cell and merged into OUT.json by (method, dtype, M, N, pass, kernel): a run over part of the
 grid keeps the other rows, each row pointing at its run's stamp in `runs`, and the copy each kept
-row was compared against stays beside it."""
+row was compared against stays beside it. The committed record is results/ladder_bench.json."""
 import json
 import os
 import sys
@@ -56,7 +56,8 @@ class Out:
         kept = [r for r in self.rows if r["kernel"] == "copy" or tuple(r[k] for k in KEY) not in new]
         live = {(r["run"], *(r[k] for k in KEY[:-1])) for r in kept + rows if r["kernel"] != "copy"}
         self.rows = [r for r in kept if r["kernel"] != "copy" or (r["run"], *(r[k] for k in KEY[:-1])) in live] + rows
-        self.path.write_text(json.dumps({"methods": METHODS, "grid": grid.__doc__.split("\n\n")[0],
+        # the newest run's stamp heads the file; each row names its own run
+        self.path.write_text(json.dumps({**self.runs[-1], "methods": METHODS, "grid": grid.__doc__.split("\n\n")[0],
                                          "pct_copy": "100 x the copy's time over the kernel's, the copy timed in "
                                                      "the same run (a cell's rows may come from several runs: "
                                                      "`run` indexes `runs`)",
@@ -136,7 +137,7 @@ def main(path, dtypes=",".join(DTYPES), parts=",".join(grid.PARTS), passes=",".j
             x = torch.randn(M, N, device="cuda", dtype=dtype)
             w, b = torch.randn(N, device="cuda", dtype=dtype), torch.randn(N, device="cuda", dtype=dtype)
             w32, b32 = w.float(), b.float()
-            small = M * N <= 65536 * 768
+            small = M * N <= grid.SLOW_MOST
             for ps in passes.split(","):
                 copies, nbytes = (1, 2 * M * N * x.element_size()) if ps == "forward" else (2.5, 5 * M * N * x.element_size())
                 for method in methods.split(","):
