@@ -181,12 +181,14 @@ def test_ladder_index_reading_matches_the_record():
 
 
 def test_peer_rows_are_where_the_ladder_page_says():
-    """ladder/index.md: Liger-Kernel's and quack's kernels were timed on the bf16 rows of up to 32768,
-    in a run of their own."""
+    """ladder/index.md: Liger-Kernel's and quack's kernels were timed on every forward cell, each in the
+    same run as the top rungs' row of that cell."""
     d = _load("ladder_bench.json")
-    peers = [r for r in d["rows"] if r["kernel"].startswith(("liger_", "quack_"))]
-    assert peers and {(r["dtype"], r["part"]) for r in peers} == {("bf16", "tall")}
-    assert max(r["N"] for r in peers) == 32768 and len({r["run"] for r in peers}) == 1
-    assert not any(r["kernel"].startswith("torch_") and r["run"] == peers[0]["run"] for r in d["rows"]
-                   if (r["dtype"], r["M"], r["N"]) not in {(p["dtype"], p["M"], p["N"]) for p in peers})
-    assert "timed on the bf16 rows of up to 32768, in a run of their own" in (ROOT / "docs/ladder/index.md").read_text()
+    run_of = {(r["method"], r["dtype"], r["M"], r["N"], r["kernel"]): r["run"] for r in d["rows"] if r["pass"] == "forward"}
+    for dtype, itemsize in grid_tables.ITEMSIZE.items():
+        for _, M, N in grid.cells(itemsize):
+            for method in d["methods"]:
+                runs = {run_of.get((method, dtype, M, N, k)) for k in ("row_held", "rms_row_held", "triton_ln",
+                        "triton_rms", "liger_layer_norm", "liger_rms_norm", "quack_layer_norm", "quack_rms_norm")}
+                assert len(runs) == 1 and None not in runs, (method, dtype, M, N, runs)
+    assert "timed on every cell in the same runs as the top rungs" in (ROOT / "docs/ladder/index.md").read_text()

@@ -2,8 +2,8 @@
 results/ladder_bench.json (scripts/gpu/ladder_bench.py over reimpl.checks.grid's cells), and
 what the probes and the profiler say of them:
 
-    {% ladder_grid %}       per dtype and method, the % of copy of row_held, rms_row_held and the Triton
-                            rungs over the cells of at least 32 MB (lowest, highest, cells at their goal
+    {% ladder_grid %}       per dtype and method, the % of copy of row_held, rms_row_held, the Triton
+                            rungs and the peers over the cells of at least 32 MB (lowest, highest, cells at their goal
                             or more) beside torch's kernels', and the cells of any size where the rung
                             is slower than torch's kernel
     {% ladder_grid_ncu %}   Nsight Compute on the top rungs and torch's kernels (results/ncu_ladder.json)
@@ -25,11 +25,14 @@ RESULTS = Path(__file__).resolve().parents[2] / "results"
 NCU = RESULTS / "ncu_ladder.json"
 TRITON_PROBE = RESULTS / "triton_probe.json"
 PAIRS = (("row_held", "torch_layer_norm"), ("rms_row_held", "torch_rms_norm"),
-         ("triton_ln", "torch_layer_norm"), ("triton_rms", "torch_rms_norm"))
+         ("triton_ln", "torch_layer_norm"), ("triton_rms", "torch_rms_norm"),
+         ("liger_layer_norm", "torch_layer_norm"), ("liger_rms_norm", "torch_rms_norm"),
+         ("quack_layer_norm", "torch_layer_norm"), ("quack_rms_norm", "torch_rms_norm"))
 ITEMSIZE = {"fp32": 4, "bf16": 2, "fp16": 2}
 # % of copy each rung is held to on cells of at least grid.LARGE bytes: 90 for the top CUDA rungs,
-# 95 for the Triton ones
-GOALS = {"row_held": 90, "rms_row_held": 90, "triton_ln": 95, "triton_rms": 95}
+# 95 for the Triton ones; the peers (Liger-Kernel, quack) are counted against the CUDA rungs' 90
+GOALS = {"row_held": 90, "rms_row_held": 90, "triton_ln": 95, "triton_rms": 95,
+         "liger_layer_norm": 90, "liger_rms_norm": 90, "quack_layer_norm": 90, "quack_rms_norm": 90}
 
 
 def summary(d: dict) -> list[dict]:
