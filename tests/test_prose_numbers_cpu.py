@@ -283,6 +283,20 @@ def same_count() -> tuple[int]:
     return (n,)
 
 
+def torch_reads_long_rows_twice() -> tuple:
+    """results/ncu_ladder.json: torch's LayerNorm kernel reads x from DRAM twice from rows of 16384 on,
+    and well under twice on shorter rows, in both dtypes; the figures of its fp32 4096 x 16384 case."""
+    d = json.loads((RESULTS / "ncu_ladder.json").read_text())
+    cases = [c for c in d["cases"] if c["kernel"] == "torch_layer_norm"]
+    for c in cases:
+        M, N = c["shape"]
+        ratio = c["dram_read_mb"] / (M * N * (4 if c["dtype"] == "fp32" else 2) / 1e6)
+        assert (ratio > 1.9) if N >= 16384 else (ratio < 1.45), (c, ratio)
+    (c,) = [c for c in cases if c["dtype"] == "fp32" and c["shape"] == [4096, 16384]]
+    assert c["bound"] == "memory"
+    return (round(c["dram_read_mb"]), round(4096 * 16384 * 4 / 1e6), round(c["dram_pct"]), round(c["issue_active_pct"]))
+
+
 GDB_MD = "guide/cuda-gdb.md"
 PHRASES += [
     ("numerics.md", "differs on rows with subnormal inputs (the planted `ftz` kernel", ftz_fails_only_subnormal),
@@ -299,6 +313,8 @@ PHRASES += [
     (GDB_MD, "`Value returned is {{mean = {}, sigma2 = {}, count = {}}}`", lambda: gdb_state(17)),
     (GDB_MD, "`mean {} rstd {}`", lambda: re.search(r"^mean (\S+) rstd (\S+)", gdb(), re.M).groups()),
     ("ladder/rungs.md", "on every cell of the shared grid with rows of {} or more that it was timed on", naive_slowest),
+    ("ladder/index.md", "(fp32 4096 × 16384: {} MB read for a {} MB input). There the float32 kernel waits on memory "
+     "instead (DRAM {}% of its peak, issue slots {}%)", torch_reads_long_rows_twice),
     ("releases.md", "**2.12.1** carries the same {} kernels with the same SASS", same_count),
     ("releases.md", "drop {} GammaBeta instantiations", dropped_gamma_beta),
 ]
