@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from reimpl.checks import grid
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
 
@@ -315,6 +317,8 @@ PHRASES += [
     ("ladder/rungs.md", "on every cell of the shared grid with rows of {} or more that it was timed on", naive_slowest),
     ("ladder/index.md", "(fp32 4096 × 16384: {} MB read for a {} MB input). There the float32 kernel waits on memory "
      "instead (DRAM {}% of its peak, issue slots {}%)", torch_reads_long_rows_twice),
+    ("ladder/index.md", "`naive` is timed only on cells of at most {} × {} elements", lambda: (
+        65536, grid.SLOW_MOST // 65536)),
     ("releases.md", "**2.12.1** carries the same {} kernels with the same SASS", same_count),
     ("releases.md", "drop {} GammaBeta instantiations", dropped_gamma_beta),
 ]
