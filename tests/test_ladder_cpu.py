@@ -155,7 +155,7 @@ def test_tables_and_measurements_list_every_rung():
 
 
 def test_rung_index_renders_every_rung():
-    from reimpl.docsite import render
+    from reimpl.docsite import ladder_tables, render
     page = (ROOT / "docs" / "ladder" / "rungs.md").read_text()
     assert "{% rung_index %}" in page
     table = render.expand("{% rung_index %}\n" + page, "ladder/rungs.md", "../")
@@ -163,7 +163,9 @@ def test_rung_index_renders_every_rung():
         # linked where the page has a section for it, plain where not (yet)
         row = next(line for line in table.splitlines()
                    if f"[`{e.name}`](#{e.name})" in line or f">`{e.name}`<" in line)
-        assert e.idea in row and f"`{e.run}`" in row and e.bound_family in row, row
+        assert e.run.startswith(ladder_tables.RUN_PREFIX)
+        assert e.idea in row and f"`-k {e.run.removeprefix(ladder_tables.RUN_PREFIX)}`" in row and e.bound_family in row, row
+    assert f"`{ladder_tables.RUN_PREFIX}...`" in table
     assert "median" in table and "ladder_bench.json" in table
 
 

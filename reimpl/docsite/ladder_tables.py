@@ -48,6 +48,7 @@ SHOWN_N = (256, 4096, 65536)
 SHOWN_WIDE = ((1024, 12288),)
 TABLE_METHOD = "pipelined"
 INDEX_DTYPES = ("fp32", "bf16")
+RUN_PREFIX = "pytest tests/gpu/test_ladder_gpu.py -k "  # every rung's `run` line starts so (a test checks)
 MISSING = "*Not measured yet: run `{cmd}` on a GPU and commit `{file}`.*\n"
 
 
@@ -375,23 +376,25 @@ def rung_index(page: str = "") -> str:
     head = (caption(f"Every rung: its idea and whose it is, forward % of copy over the shared grid's cells of at "
                     f"least {grid.LARGE >> 20} MB (median, lowest), stated error bound (relative, no unit)",
                     d, PIPELINED) if d else "")
-    lines = [head, "| # | rung | the idea it adds | whose idea | % of copy, " + " / ".join(INDEX_DTYPES)
-             + " | stated bound, normal rows (fp32 / bf16) | run it |",
-             "|---:|---|---|---|---:|---|---|"]
+    # no step number: the sections below number only the rungs they teach (one is an exercise)
+    lines = [head, "| rung, its GPU test | the idea it adds | whose idea | % of copy, " + " / ".join(INDEX_DTYPES)
+             + " | stated bound, normal rows (fp32 / bf16) |",
+             "|---|---|---|---:|---|"]
     rules = {}
-    for i, e in enumerate(registry.RUNGS, 1):
+    for e in registry.RUNGS:
         name = f"[`{e.name}`](#{e.name})" if e.name in anchors else f"`{e.name}`"
         name = f'<span style="white-space: nowrap">{name}</span>'
         if e.rms_norm:
             name += " (RMSNorm)"
+        name += f"<br>test: `-k {e.run.removeprefix(RUN_PREFIX)}`"
         speed = []
         for dt in INDEX_DTYPES:
             med, low, n = summaries.get(dt, {}).get(e.name, (None, None, 0))
             speed.append(f"{med:.0f} ({low:.0f})" if n else "not timed")
         (b32, why), (b16, _) = (accuracy.bound(e.name, dt, "normal") for dt in ("float32", "bfloat16"))
         rules.setdefault(e.bound_family, why)
-        lines.append(f"| {i} | {name} | {_cell(e.idea)} | {_cell(e.credit)} | " + " / ".join(speed)
-                     + f" | {b32:.3g} / {b16:.3g} ({e.bound_family}) | `{e.run}` |")
+        lines.append(f"| {name} | {_cell(e.idea)} | {_cell(e.credit)} | " + " / ".join(speed)
+                     + f" | {b32:.3g} / {b16:.3g} ({e.bound_family}) |")
     source = (f"Bandwidth from `results/{BENCH.name}`: each dtype's median over the cells of at least "
               f"{grid.LARGE >> 20} MB, the lowest in brackets" if d else
               MISSING.format(cmd="python scripts/gpu/ladder_bench.py results/ladder_bench.json",
@@ -399,7 +402,9 @@ def rung_index(page: str = "") -> str:
     notes = [f"\n*{source} (`naive` is timed only where M x N ≤ {grid.SLOW_MOST:,}: one thread a row is too "
              "slow for the rest); the [bandwidth tables](index.md#bandwidth) give shapes. Bounds are on "
              "|y − ref| / max(|ref|, 1) "
-             "against a float64 reference; the other input families have their own (see each rung's table). "
-             "Every row comes from `reimpl/ladder/registry.py`.*\n", "Bound families, on normal rows:\n"]
+             "against a float64 reference, u being float32's unit roundoff (2^-24); the other input families "
+             "have their own (see each rung's table). "
+             f"Every row comes from `reimpl/ladder/registry.py`; a rung's GPU tests run with `{RUN_PREFIX}...`, the `-k` under its name.*\n",
+             "Bound families, on normal rows:\n"]
     notes += [f"- `{rule}`: {why}" for rule, why in rules.items()]
     return "\n".join(lines) + "\n" + "\n".join(notes) + "\n"
