@@ -14,21 +14,17 @@ Each row of the file carries its own run's copy time in pct_copy, so rows from s
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 from statistics import median
 
 from ..checks import grid
-from .ladder_tables import BENCH as GRID, MISSING, caption, load
+from .ladder_tables import BENCH as GRID, ITEMSIZE, MISSING, RESULTS, caption, load, nowrap
 
-RESULTS = Path(__file__).resolve().parents[2] / "results"
 NCU = RESULTS / "ncu_ladder.json"
 TRITON_PROBE = RESULTS / "triton_probe.json"
 PAIRS = (("row_held", "torch_layer_norm"), ("rms_row_held", "torch_rms_norm"),
          ("triton_ln", "torch_layer_norm"), ("triton_rms", "torch_rms_norm"),
          ("liger_layer_norm", "torch_layer_norm"), ("liger_rms_norm", "torch_rms_norm"),
          ("quack_layer_norm", "torch_layer_norm"), ("quack_rms_norm", "torch_rms_norm"))
-ITEMSIZE = {"fp32": 4, "bf16": 2, "fp16": 2}
 SLOWER_SHOWN = 4  # cells slower than torch named in the table; the rest are counted
 # % of copy each rung is held to on cells of at least grid.LARGE bytes: 90 for the top CUDA rungs,
 # 95 for the Triton ones; the peers (Liger-Kernel, quack) are counted against the CUDA rungs' 90
@@ -108,8 +104,7 @@ def ncu_table() -> str:
 
 
 def _code(name: str) -> str:
-    """A kernel's name in a table cell, on one line (the theme breaks code anywhere)."""
-    return f'<span style="white-space: nowrap">`{name}`</span>'
+    return nowrap(f"`{name}`")
 
 
 def triton_medians(d: dict) -> dict:

@@ -29,6 +29,7 @@ import json
 import re
 from html import escape
 from pathlib import Path
+from statistics import median
 
 from ..checks import grid
 from ..ladder import accuracy, registry
@@ -104,6 +105,11 @@ def errors(rung: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def nowrap(markdown: str) -> str:
+    """A table cell's name kept on one line (the theme breaks code anywhere)."""
+    return f'<span style="white-space: nowrap">{markdown}</span>'
+
+
 def shown_cells(dtype: str) -> list[tuple[int, int]]:
     """The (M, N) the bandwidth tables and charts show for one dtype."""
     return [(grid.tall_rows(N, ITEMSIZE[dtype]), N) for N in SHOWN_N] + list(SHOWN_WIDE)
@@ -130,7 +136,6 @@ def newest_copy(rows: list) -> list:
 
 def large_summary(rows: list, dtype: str) -> dict:
     """kernel -> (median, lowest, cells) of its % of copy over the large cells (grid.large) of `rows`."""
-    from statistics import median
     out: dict = {}
     for r in rows:
         if grid.large(r["M"], r["N"], ITEMSIZE[dtype]):
@@ -159,8 +164,7 @@ def bench_table(rows, order, pct: bool, summary: dict | None = None) -> str:
         if summary is not None:
             med, low, n = summary.get(k, (None, None, 0))
             vals.append(f"{med:.0f} ({low:.0f}; {n})" if n else "not timed")
-        # the theme breaks code anywhere: a kernel's name is kept on one line
-        lines.append(f'| <span style="white-space: nowrap">`{k}`</span> | ' + " | ".join(vals) + " |")
+        lines.append(f"| {nowrap(f'`{k}`')} | " + " | ".join(vals) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -383,7 +387,7 @@ def rung_index(page: str = "") -> str:
     rules = {}
     for e in registry.RUNGS:
         name = f"[`{e.name}`](#{e.name})" if e.name in anchors else f"`{e.name}`"
-        name = f'<span style="white-space: nowrap">{name}</span>'
+        name = nowrap(name)
         if e.rms_norm:
             name += " (RMSNorm)"
         name += f"<br>test: `-k {e.run.removeprefix(RUN_PREFIX)}`"

@@ -7,8 +7,8 @@ what bounds each one.
 Run through ncu with --profile-from-start off: each case warms up, then profiles one call between
 cudaProfilerStart and cudaProfilerStop, led by torch.cuda._sleep's spin kernel so the summary can
 tell the cases apart. ncu's default cache control flushes the caches before every profiled kernel.
-scripts/gpu/ncu_siblings.sh runs the ops and writes results/ncu_siblings.json (`OPS=ladder`: the
-ladder's rungs, summarized into results/ncu_ladder.json). Per kernel: time,
+scripts/gpu/ncu_siblings.sh runs the ops and writes results/ncu_siblings.json (the op `ladder` alone:
+the ladder's top rungs, summarized into results/ncu_ladder.json). Per kernel: time,
 DRAM throughput and compute (SM) throughput as % of peak, the memory-system throughput % of peak
 (ncu's "memory SOL", the busiest of DRAM, L2 and L1), issue-slot use, achieved occupancy, registers,
 DRAM bytes. The bound a page names is the larger SOL where it passes 60%, else latency."""
