@@ -113,11 +113,11 @@ def test_slice_bounds_are_the_kernels_arithmetic():
 
 
 def test_the_stem_fills_the_gpu():
-    """The ResNet stem that leaves bn_kernel 64 blocks: about two waves of blocks in either layout."""
+    """The ResNet stem that leaves bn_kernel 64 blocks: about a wave of blocks (WAVES) in either layout."""
     p = bs.nchw_plan(32, 64, 112 * 112, 4, True)
-    assert p.vec == 4 and p.grid == (64, 33)
+    assert bs.WAVES == 1 and p.vec == 4 and p.grid == (64, 17)
     q = bs.columns_plan(32 * 112 * 112, 64, 4, True)
-    assert q.vec == 4 and q.block == (8, 32) and q.grid[0] * q.grid[1] >= 2000
+    assert q.vec == 4 and q.block == (8, 32) and q.grid[0] * q.grid[1] >= 1000
 
 
 def test_rounding_levels_within_the_stated_bound_on_every_checked_shape():
@@ -156,10 +156,10 @@ def test_forward_and_backward_launch_the_plan():
     """Two launches a direction: the partial kernel (its last blocks merge) and the elementwise pass."""
     x, w = torch.zeros(32, 64, 56, 56), torch.ones(64)
     got = _launches(lambda: bs.batch_norm_train_forward_split(x, w, w, w.clone(), w.clone()))
-    assert got == [("bn_partial_stats<float, float, float, 4u>", (64, 24, 1), (256, 1, 1), 0),
+    assert got == [("bn_partial_stats<float, float, float, 4u>", (64, 6, 1), (256, 1, 1), 0),
                    ("bn_apply<float, float, false, 4u>", (1056, 1, 1), (256, 1, 1), 0)]
     got = _launches(lambda: bs.batch_norm_train_backward_split(x, x, w, torch.zeros(64), torch.ones(64)))
-    assert got == [("bn_backward_partials<float, float, float, 4u>", (64, 24, 1), (256, 1, 1), 0),
+    assert got == [("bn_backward_partials<float, float, float, 4u>", (64, 6, 1), (256, 1, 1), 0),
                    ("bn_backward_dx<float, float, false, 4u>", (1056, 1, 1), (256, 1, 1), 0)]
 
 
@@ -183,22 +183,31 @@ def test_short_channels_take_one_block_each(shape, one_block):
         assert fwd == [("bn_train_forward<__half, float, float>", (C, 1, 1), (batchnorm.BLOCK, 1, 1), 0)]
         assert bwd == [("bn_backward_channel<__half, float, float>", (C, 1, 1), (bs.CHANNEL_THREADS, 1, 1), 0)]
     else:
+        fin = ["bn_finalize_stats"] if HW == 1 else []  # columns: the merge in a launch of its own
         cl = "_cl" if HW == 1 else ""
-        assert [g[0].split("<")[0] for g in fwd] == ["bn_partial_stats" + cl, "bn_apply"]
-        assert [g[0].split("<")[0] for g in bwd] == ["bn_backward_partials" + cl, "bn_backward_dx"]
+        assert [g[0].split("<")[0] for g in fwd] == ["bn_partial_stats" + cl, *fin, "bn_apply"]
+        assert [g[0].split("<")[0] for g in bwd] == [
+            "bn_backward_partials" + cl, *(["bn_backward_finalize"] if fin else []), "bn_backward_dx"]
 
 
-@pytest.mark.parametrize("shape,dtype,last_block", [
-    ((32, 64, 112, 112), torch.float16, False),   # the stem: 64 columns x 2048 slices in one tile
-    ((32, 64, 56, 56), torch.float32, False),
-    ((32, 128, 28, 28), torch.float16, True), ((32, 512, 28, 28), torch.float16, True),
-    ((6304, 768), torch.float16, True),
+@pytest.mark.parametrize("states", [0, 16384], ids=lambda s: f"last_block_states={s}")
+@pytest.mark.parametrize("shape,dtype", [
+    ((32, 64, 112, 112), torch.float16),   # the stem: 64 columns x 512 slices in one tile
+    ((32, 64, 56, 56), torch.float32),
+    ((32, 128, 28, 28), torch.float16), ((32, 512, 28, 28), torch.float16),
+    ((6304, 768), torch.float16),
 ], ids=str)
-def test_wide_tiles_leave_the_merge_to_the_finalize(shape, dtype, last_block):
+def test_wide_tiles_leave_the_merge_to_the_finalize(shape, dtype, states, monkeypatch):
     """Columns input whose tile holds more than LAST_BLOCK_STATES states (width x S) passes
     arrived = 0 to the partial kernel and launches the finalize (a warp per channel, C / 8 blocks)
-    before the elementwise pass, forward and backward; the others merge in the last block."""
+    before the elementwise pass, forward and backward; the others merge in the last block. The
+    default (0) always launches the finalize; 16384, the earlier setting, keeps the last-block path."""
+    monkeypatch.setattr(bs, "LAST_BLOCK_STATES", states)
+    bs.columns_plan.cache_clear()
     C = shape[1]
+    plan = bs.columns_plan(math.prod(shape) // C, C, dtype.itemsize, True)
+    last_block = min(plan.block[0] * plan.vec, C) * plan.slices <= states
+    assert last_block == plan.last_block and (states or not last_block)
     x = torch.zeros(shape, dtype=dtype)
     if x.dim() == 4:
         x = x.to(memory_format=torch.channels_last)
@@ -219,6 +228,7 @@ def test_wide_tiles_leave_the_merge_to_the_finalize(shape, dtype, last_block):
             assert rt.calls[i][1].grid[0] == -(-32 * C // bs.FINALIZE_THREADS)
             assert rt.calls[i][2][0] == rt.calls[i - 1][2][5 if i == 4 else 1]  # the partials it merges
             assert rt.calls[i][2][-5 if i == 1 else -3] == S
+    bs.columns_plan.cache_clear()
 
 
 def test_one_block_launch_arguments():
@@ -243,11 +253,13 @@ class _StreamRuntime(runtime.RecordingRuntime):
         return self.stream
 
 
-def test_arrival_counters_per_device_and_stream():
+def test_arrival_counters_per_device_and_stream(monkeypatch):
     """The last-block merges' counters: int32 zeros, one array per (device, stream), the same array
     for every launch on that stream (forward and backward, call after call: no memset per call),
-    grown (zeros again) for a wider grid."""
+    grown (zeros again) for a wider grid (columns tiles, with the last-block merge switched on)."""
     bs._ARRIVED.clear()
+    monkeypatch.setattr(bs, "LAST_BLOCK_STATES", 1 << 40)
+    bs.columns_plan.cache_clear()
     x, w = torch.zeros(32, 64, 56, 56), torch.ones(64)
     rt = _StreamRuntime()
     with runtime.use(rt):
@@ -270,6 +282,7 @@ def test_arrival_counters_per_device_and_stream():
         bs.batch_norm_train_forward_split(torch.zeros(2, 40000), torch.ones(40000))
     grown = bs._ARRIVED[("cpu", 7)]
     assert grown.numel() >= plan.grid[0] and not grown.any() and rt.calls[-2][2][2] == grown.data_ptr()
+    bs.columns_plan.cache_clear()
 
 
 @pytest.mark.parametrize("shape,dtype,pdtype,channels_last,partial,apply", [
@@ -292,12 +305,15 @@ def test_layouts_choose_their_kernels(shape, dtype, pdtype, channels_last, parti
     w = torch.ones(C, dtype=pdtype)
     out = {}
     got = _launches(lambda: out.setdefault("y", bs.batch_norm_train_forward_split(x, w, w)[0]))
-    assert [g[0] for g in got] == [partial, apply]
+    columns = "_cl" in partial  # their merge is a launch of its own (LAST_BLOCK_STATES = 0)
+    finalize = [f"bn_finalize_stats<{partial.split('<')[1].rsplit(',', 1)[0]}>"] if columns else []
+    assert [g[0] for g in got] == [partial, *finalize, apply]
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     assert out["y"].shape == x.shape and out["y"].dtype == dtype and out["y"].is_contiguous(memory_format=fmt)
     got = _launches(lambda: bs.batch_norm_train_backward_split(torch.zeros(shape, dtype=dtype), x, w,
                                                                torch.zeros(C), torch.ones(C)))
     assert [g[0] for g in got] == [partial.replace("partial_stats", "backward_partials"),
+                                   *[f.replace("finalize_stats", "backward_finalize") for f in finalize],
                                    apply.replace("apply", "backward_dx")]
 
 

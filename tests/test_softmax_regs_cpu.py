@@ -75,15 +75,15 @@ def _launches(fn):
 
 def test_launches_follow_the_plan():
     assert _launches(lambda: softmax.run("one_read", torch.zeros(5, 262144))) == [
-        ("softmax_online_regs<float, float, 4u, 16u, 0u, 8u>", (40, 1, 1), (512, 1, 1), 0)]
+        ("softmax_online_regs<float, float, 4u, 16u, 0u, 8u, true>", (40, 1, 1), (512, 1, 1), 0)]
     assert _launches(lambda: softmax.run("one_read", torch.zeros(5, 262148))) == [
         ("softmax_online_smem<float, float, 4u, 8u>", (40, 1, 1), (512, 1, 1), 131088)]
     assert _launches(lambda: softmax.run("one_read", torch.zeros(5, 8192))) == [
-        ("softmax_online_regs<float, float, 4u, 8u, 0u, 1u>", (5, 1, 1), (256, 1, 1), 0)]
+        ("softmax_online_regs<float, float, 4u, 8u, 0u, 1u, true>", (5, 1, 1), (256, 1, 1), 0)]
     assert _launches(lambda: softmax.run("one_read", torch.zeros(37, 128, dtype=torch.bfloat16))) == [
-        ("softmax_online_regs<__nv_bfloat16, float, 8u, 4u, 4u, 1u>", (2, 1, 1), (128, 1, 1), 0)]
+        ("softmax_online_regs<__nv_bfloat16, float, 8u, 4u, 4u, 1u, true>", (2, 1, 1), (128, 1, 1), 0)]
     assert _launches(lambda: cross_entropy.loss_and_grad(torch.zeros(4, 50257), torch.zeros(4, dtype=torch.int64))) == [
-        ("cross_entropy_regs<float, float, 4u, 16u, 0u, 4u>", (16, 1, 1), (224, 1, 1), 0)]
+        ("cross_entropy_regs<float, float, 4u, 16u, 0u, 4u, false>", (16, 1, 1), (224, 1, 1), 0)]
     assert _launches(lambda: softmax.run("one_read", torch.zeros(2, 10**6))) == [
         ("softmax_online_block<float, float>", (2, 1, 1), (256, 1, 1), 0)]
 

@@ -49,23 +49,26 @@ COLUMN_TX = 8              # at most: 8 threads x 16 bytes cover a 128-byte line
                            # tiles make more blocks for the same S
 ELEMENTWISE_THREADS = 256
 FINALIZE_THREADS = 256     # a warp per channel, 8 channels a block
-# A columns tile's last block merges width x S states (12 or 8 bytes) alone, through one SM's share
-# of L2 (~100 GB/s): past this many (about 2 us), the finalize kernel, spread over C / 8 blocks, is
-# launched instead. An estimate, not yet timed (the channels-last stem, 64 x 2048 states in one
-# tile, would keep one SM ~15 us), to be tuned on the GPU.
-LAST_BLOCK_STATES = 16384
+# A columns tile's last block merges width x S states (12 or 8 bytes) alone: past this many, the
+# finalize kernel, spread over C / 8 blocks, is launched instead. Measured (results/bn_plans.json,
+# scripts/gpu/bn_probe.py), the finalize launch was as fast or faster on every channels-last shape
+# of the grid, the small ones included: so always (0); the last-block merge stays for NCHW channels.
+LAST_BLOCK_STATES = 0
 # One block per channel (NCHW) up to this many values a channel, when C >= the SMs. Measured on an
 # H100, fp16 forward: at 6272 and 1568 values (32 x C x 14 x 14, 7 x 7) bn_kernel beat the split
-# (13.7 vs 20.6 us at C = 256, 37.2 vs 41.3 at C = 1024; even at C = 2048); at 25088 (28 x 28) only
-# the split was timed. A first value, to be tuned on the GPU.
+# (13.7 vs 20.6 us at C = 256, 37.2 vs 41.3 at C = 1024; even at C = 2048); 32768 was no better in
+# the probe.
 ONE_BLOCK_VALUES = 8192
 CHANNEL_THREADS = 512      # bn_backward_channel's block, as bn_kernel's (batchnorm.BLOCK)
 CHUNK = 4                  # values of a channel a thread loads before folding them (cuda: CHUNK)
-MIN_VALUES = 4096          # a block folds at least this many values: below, its merge costs more than its loads
+MIN_VALUES = 16384         # a block folds at least this many values: below, its merges cost more than its loads
 STATE_BYTES = 24           # a columns slice leaves 12 bytes a column, written once and read once...
 STATE_SHARE = 8            # ...and its rows hold at least 8 times that in x
-MAX_SLICES = 2048          # the last block's lanes merge S / 32 states each: a chain of at most 64 + 5
-WAVES = 2                  # aim at this many full waves of resident blocks
+MAX_SLICES = 512           # the merging lanes take S / 32 states each: a chain of at most 16 + 5
+WAVES = 1                  # aim at this many full waves of resident blocks
+# MIN_VALUES, MAX_SLICES and WAVES together, with LAST_BLOCK_STATES, are the setting of
+# results/bn_plans.json with the lowest geometric mean of forward times over the grid (0.83 of the
+# earlier 4096 / 2048 / 2 / 16384, H200)
 THREADS_PER_SM = 2048      # resident threads per SM (H100, and every GPU since Volta)
 
 

@@ -108,7 +108,7 @@ def launch(kernel, grid, block, smem: int, *args) -> None:
 REGS_WARP_LANES = (4, 8, 16, 32)
 REGS_WARP_VECS = (1, 2, 4)          # words a thread at 4 to 32 lanes; 8 more at 32 lanes
 REGS_WARP_MOST = {4: 4, 2: 4}       # the fewest lanes whose threads hold at most this many words
-REGS_WARP_MOST_32 = {4: 8, 2: 4}    # and at 32 lanes: 16-bit rows past that go to a block
+REGS_WARP_MOST_32 = {4: 8, 2: 8}    # and at 32 lanes (16-bit rows of 2048 too): past that, a block
 REGS_BLOCK_EPT = (16, 32, 64)      # 16 and 32 only for scalars: 64 spills to the stack
 REGS_CLUSTERS = (1, 2, 4, 8)
 REGS_MAX_BLOCK = 512                # the kernels' __launch_bounds__: up to 128 registers a thread
@@ -121,10 +121,10 @@ REGS_ORDER = {4: tuple((ept, c, most) for most, epts in ((256, (32, 64)), (512, 
                        for c in REGS_CLUSTERS for ept in epts),
               2: tuple(e for c in REGS_CLUSTERS for e in ((16, c, 512), (32, c, 512), (64, c, 512)))}
 # from this width on, rows of 16-byte words are staged in shared memory instead of registers, by
-# blocks of 256 threads, or 512 where a block stages SMEM_WIDE elements or more. float32 rows stay in
-# the registers of a cluster as far as a plan reaches (8 blocks of 512 threads at 64 each), then go
-# to shared memory
-SMEM_FROM = {4: 8 * 512 * 64 + 1, 2: 4096}
+# blocks of 256 threads, or 512 where a block stages SMEM_WIDE elements or more: 16-bit rows past
+# 16384 (up to there, rows of whole words in registers are the faster), float32 rows past what a
+# cluster's registers reach (8 blocks of 512 threads at 64 each)
+SMEM_FROM = {4: 8 * 512 * 64 + 1, 2: 16385}
 SMEM_BLOCK = 256
 SMEM_WIDE = 12288
 SMEM_SHARE_BYTES = 64 * 1024

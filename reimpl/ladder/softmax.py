@@ -42,20 +42,23 @@ def _instantiations() -> list:
             if k.cuda.template != REGS:
                 out.append(TEMPLATES[k.cuda.template][T, float_])
         for targs in regs_table(T.itemsize):
-            out += [TEMPLATES[REGS][(T, float_, *targs)], TEMPLATES[CE][(T, float_, *targs)]]
+            for whole in (False, True) if targs[0] > 1 else (False,):
+                out += [TEMPLATES[REGS][(T, float_, *targs, whole)], TEMPLATES[CE][(T, float_, *targs, whole)]]
         for cluster in REGS_CLUSTERS:
             targs = (T, float_, 16 // T.itemsize, cluster)
             out += [TEMPLATES[SMEM][targs], TEMPLATES[CE_SMEM][targs]]
     return out
 
 
-def row_kernel(plan, T, softmax_or_ce: str):
-    """The instantiation a plan launches: (kernel, extra trailing arguments)."""
+def row_kernel(plan, T, softmax_or_ce: str, N: int):
+    """The instantiation a plan launches on rows of N: (kernel, extra trailing arguments). Register
+    plans of 16-byte words take the WHOLE kernels where every row is whole words (N a multiple of
+    the word; the plan's words mean the base is aligned)."""
     if plan.smem:
         name = SMEM if softmax_or_ce == "softmax" else CE_SMEM
         return TEMPLATES[name][(T, float_, *plan.targs)], (plan.share,)
     name = REGS if softmax_or_ce == "softmax" else CE
-    return TEMPLATES[name][(T, float_, *plan.targs)], ()
+    return TEMPLATES[name][(T, float_, *plan.targs, plan.vec > 1 and N % plan.vec == 0)], ()
 
 
 (_FILE,) = {k.source for k in KERNELS.values()}
@@ -111,7 +114,7 @@ def run(name: str, x, plan=None):
         extra = ()
         if k.template == REGS:
             grid, block, smem = plan.launch(M)
-            kernel, extra = row_kernel(plan, T, "softmax")
+            kernel, extra = row_kernel(plan, T, "softmax", N)
         else:
             grid, block, smem = k.config(M, N, T.itemsize)
             kernel = TEMPLATES[k.template][T, float_]

@@ -2,7 +2,7 @@
 per thread, cluster size) and every shared-memory plan (cluster size, block) that holds the row,
 beside a copy, at about 256 MB of traffic, by both timing methods. launch.regs_plan's choice is
 read off this table.
-Usage (a CUDA machine): python scripts/gpu/softmax_plans.py OUT.json"""
+Usage (a CUDA machine): python scripts/gpu/softmax_plans.py OUT.json [methods] [N,N,...]"""
 import json
 import sys
 from pathlib import Path
@@ -39,16 +39,19 @@ def plans(N, itemsize):
                 yield f"smem_c{cluster}_b{block}", p
 
 
-def main(path, methods=",".join(METHODS)):
-    rows = probe(methods.split(","))
+def main(path, methods=",".join(METHODS), ns=None):
+    """ns: a comma list of widths to time again; the file's rows of other widths are kept."""
+    ns = tuple(int(n) for n in ns.split(",")) if ns else NS
+    old = json.loads(Path(path).read_text())["rows"] if ns != NS and Path(path).is_file() else []
+    rows = [r for r in old if r["N"] not in ns] + probe(methods.split(","), ns)
     Path(path).write_text(json.dumps({**stamp(), "method": {m: METHODS[m] for m in methods.split(",")},
                                       "rows": rows}, indent=0) + "\n")
 
 
-def probe(methods):
+def probe(methods, ns=NS):
     rows = []
     for dname, dtype in DTYPES.items():
-        for N in NS:
+        for N in ns:
             M = max(1, round((256 << 20) / (2 * N * dtype.itemsize)))
             x = torch.randn(M, N, device="cuda", dtype=dtype)
             fns = {"copy": lambda: x.clone()}

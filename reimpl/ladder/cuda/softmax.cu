@@ -262,8 +262,11 @@ struct CrossEntropyOut {
 // LANES = 0, to the whole block, and with CLUSTER > 1 to the CLUSTER blocks of a cluster, each holding
 // a contiguous share. Thread `lane` loads VECS words of VEC elements: word k of the share is
 // k * lanes + lane, so a warp's loads cover consecutive 16-byte words. After the maximum, each
-// element's exp replaces it in registers, as a float.
-template <typename T, unsigned VEC, unsigned VECS, unsigned LANES, unsigned CLUSTER, typename Epi>
+// element's exp replaces it in registers, as a float. WHOLE (rows of whole, aligned 16-byte words: the
+// launcher checks): every word is the row's or not at all, so the loads are one predicated 16-byte load
+// each, all issued before the first is used (the element-wise fallback's branches keep the compiler from
+// batching them), and a word outside the row adds a 0 to d, as its -inf fill does otherwise: the same bits.
+template <typename T, unsigned VEC, unsigned VECS, unsigned LANES, unsigned CLUSTER, bool WHOLE, typename Epi>
 __device__ __forceinline__ void row_pass_regs(const T* X, int64_t M, int64_t N, Epi& epi, RowScratch& scratch) {
   constexpr unsigned ELEMS = VECS * VEC;
   const Share<VEC, LANES, CLUSTER> sh(M, N, (int64_t)(LANES ? LANES : blockDim.x) * ELEMS);
@@ -273,14 +276,26 @@ __device__ __forceinline__ void row_pass_regs(const T* X, int64_t M, int64_t N, 
 #pragma unroll
   for (unsigned k = 0; k < VECS; ++k) {
     const int p = (int)((k * sh.lanes + sh.lane) * VEC);
-    load_word(held[k], x, p, sh, from_f<T>(neg_inf()));
-    m = fmaxf(m, word_max(held[k].v));
+    if constexpr (WHOLE) {
+      held[k] = load_whole<T, VEC>(x, p, sh);
+    } else {
+      load_word(held[k], x, p, sh, from_f<T>(neg_inf()));
+      m = fmaxf(m, word_max(held[k].v));
+    }
+  }
+  if constexpr (WHOLE) {
+#pragma unroll
+    for (unsigned k = 0; k < VECS; ++k)
+      if (sh.holds((int)((k * sh.lanes + sh.lane) * VEC))) m = fmaxf(m, word_max(held[k].v));
   }
   float e[ELEMS];
   const RowState r = row_state<LANES, CLUSTER>(m, [&](float shift) {
     float d = 0.f;
 #pragma unroll
-    for (unsigned i = 0; i < ELEMS; ++i) d += e[i] = row_exp<T>(to_f(held[i / VEC].v[i % VEC]) - shift);
+    for (unsigned i = 0; i < ELEMS; ++i) {
+      e[i] = row_exp<T>(to_f(held[i / VEC].v[i % VEC]) - shift);
+      d += !WHOLE || sh.holds((int)(((i / VEC) * sh.lanes + sh.lane) * VEC)) ? e[i] : 0.f;
+    }
     return d;
   }, scratch);
   if (!sh.any() || !epi.begin(sh.row, N, r.s, sh.lo >= 0 && sh.lane == 0)) return;  // after the reductions
@@ -289,11 +304,11 @@ __device__ __forceinline__ void row_pass_regs(const T* X, int64_t M, int64_t N, 
 #pragma unroll
   for (unsigned k = 0; k < VECS; ++k) {
     const int p = (int)((k * sh.lanes + sh.lane) * VEC);
-    if (sh.touches(p)) {
+    if (WHOLE ? sh.holds(p) : sh.touches(p)) {
       Pack<T, VEC> o;
 #pragma unroll
       for (unsigned j = 0; j < VEC; ++j) o.v[j] = from_f<T>(epi.at(e[k * VEC + j] * scale, sh.first + p + j));
-      store_word(y, p, o, sh);
+      store_word<WHOLE>(y, p, o, sh);
     }
   }
 }
@@ -356,12 +371,12 @@ __device__ __forceinline__ void row_pass_smem(const T* X, int64_t M, int64_t N, 
 // --8<-- [end:row_pass]
 
 // --8<-- [start:softmax_online_regs]
-template <typename T, typename T_ACC, unsigned VEC, unsigned VECS, unsigned LANES, unsigned CLUSTER>
+template <typename T, typename T_ACC, unsigned VEC, unsigned VECS, unsigned LANES, unsigned CLUSTER, bool WHOLE>
 __global__ void __launch_bounds__(REGS_MAX_BLOCK) __cluster_dims__(CLUSTER, 1, 1)
     softmax_online_regs(const T* X, T* Y, int64_t M, int64_t N) {
   __shared__ RowScratch scratch;
   SoftmaxOut<T> epi{Y};
-  row_pass_regs<T, VEC, VECS, LANES, CLUSTER>(X, M, N, epi, scratch);
+  row_pass_regs<T, VEC, VECS, LANES, CLUSTER, WHOLE>(X, M, N, epi, scratch);
 }
 // --8<-- [end:softmax_online_regs]
 
@@ -379,13 +394,13 @@ __global__ void __launch_bounds__(REGS_MAX_BLOCK) __cluster_dims__(CLUSTER, 1, 1
 // Cross-entropy over a row of logits fused with its gradient: the row pass gives m and d, the loss is
 // log(d) + m - x[target], and the gradient is written straight from the held row: the probabilities
 // are never stored.
-template <typename T, typename T_ACC, unsigned VEC, unsigned VECS, unsigned LANES, unsigned CLUSTER>
+template <typename T, typename T_ACC, unsigned VEC, unsigned VECS, unsigned LANES, unsigned CLUSTER, bool WHOLE>
 __global__ void __launch_bounds__(REGS_MAX_BLOCK) __cluster_dims__(CLUSTER, 1, 1)
     cross_entropy_regs(const T* X, const int64_t* target, T* dX, float* loss, const float* grad_scale, int64_t M,
                        int64_t N, int64_t ignore_index) {
   __shared__ RowScratch scratch;
   CrossEntropyOut<T> epi{X, target, dX, loss, grad_scale, ignore_index};
-  row_pass_regs<T, VEC, VECS, LANES, CLUSTER>(X, M, N, epi, scratch);
+  row_pass_regs<T, VEC, VECS, LANES, CLUSTER, WHOLE>(X, M, N, epi, scratch);
 }
 // --8<-- [end:cross_entropy_regs]
 
