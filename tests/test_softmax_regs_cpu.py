@@ -121,3 +121,28 @@ def test_row_layout_constants_match_the_launcher():
     src = (launch.ROOT / "reimpl/ladder/cuda/row.cuh").read_text()
     for name in ("REGS_MAX_BLOCK", "REGS_WARP_BLOCK"):
         assert int(re.search(rf"constexpr unsigned {name} = (\d+);", src).group(1)) == getattr(launch, name)
+
+
+def _probe_name(plan) -> str:
+    """The name scripts/gpu/softmax_plans.py gives a plan."""
+    if plan.smem:
+        return f"smem_c{plan.cluster}_b{plan.block}"
+    if plan.lanes:
+        return f"warp_l{plan.lanes}_v{plan.vecs}"
+    return f"regs_ept{plan.vecs * plan.vec}_c{plan.cluster}_b{plan.block}"
+
+
+def test_regs_plan_picks_a_fastest_probed_plan():
+    """At every width of the committed probe (results/softmax_plans.json, pipelined), the plan
+    regs_plan picks now was timed there and came within 3 points of copy bandwidth of the fastest."""
+    import json
+    from pathlib import Path
+    rows = json.loads((Path(__file__).resolve().parents[1] / "results" / "softmax_plans.json").read_text())["rows"]
+    cells: dict = {}
+    for r in rows:
+        if r["method"] == "pipelined" and r["plan"] not in ("copy", "default"):
+            cells.setdefault((r["dtype"], r["N"]), {})[r["plan"]] = r["pct_copy"]
+    assert len(cells) >= 28
+    for (dtype, N), pct in cells.items():
+        name = _probe_name(regs_plan(N, 4 if dtype == "fp32" else 2))
+        assert name in pct and pct[name] >= max(pct.values()) - 3, (dtype, N, name, pct.get(name), max(pct.values()))

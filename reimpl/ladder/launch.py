@@ -114,11 +114,11 @@ REGS_CLUSTERS = (1, 2, 4, 8)
 REGS_MAX_BLOCK = 512                # the kernels' __launch_bounds__: up to 128 registers a thread
 REGS_WARP_BLOCK = 128
 # the (elements per thread, cluster, most threads) regs_plan tries, in order, per storage size: the
-# first whose block holds the row in at most that many threads. float32 rows take blocks of up to 256
-# threads, at 32 or 64 a thread, over any cluster before blocks of 512; 16-bit rows, whose exps take
-# twice the registers they were loaded in, 16 a thread.
-REGS_ORDER = {4: tuple((ept, c, most) for most, epts in ((256, (32, 64)), (512, (32, 64, 16)))
-                       for c in REGS_CLUSTERS for ept in epts),
+# first whose block holds the row in at most that many threads. float32 rows take one block of up to
+# 512 threads at 32 a thread, then blocks of up to 256 threads, at 32 or 64 a thread, over any cluster
+# before blocks of 512; 16-bit rows, whose exps take twice the registers they were loaded in, 16 a thread.
+REGS_ORDER = {4: ((32, 1, 512),) + tuple((ept, c, most) for most, epts in ((256, (32, 64)), (512, (32, 64, 16)))
+                                         for c in REGS_CLUSTERS for ept in epts),
               2: tuple(e for c in REGS_CLUSTERS for e in ((16, c, 512), (32, c, 512), (64, c, 512)))}
 # from this width on, rows of 16-byte words are staged in shared memory instead of registers, by
 # blocks of 256 threads, or 512 where a block stages SMEM_WIDE elements or more: 16-bit rows past

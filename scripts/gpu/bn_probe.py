@@ -28,11 +28,15 @@ from siblings_bench import DTYPES, RESNET50, VIT  # noqa: E402
 
 DEFAULTS = {k: getattr(split, k) for k in ("COLUMN_TX", "MIN_VALUES", "WAVES", "LAST_BLOCK_STATES",
                                             "ONE_BLOCK_VALUES", "MAX_SLICES")}
-SETTINGS = {"default": {}, "tx4": {"COLUMN_TX": 4}, "tx2": {"COLUMN_TX": 2}, "min1024": {"MIN_VALUES": 1024},
+SETTINGS = {"default": {},
+            # the constants before this probe: blocks of 4096 values, two waves, 2048 slices, tiles of
+            # up to 16384 states merged by their last block
+            "earlier": {"MIN_VALUES": 4096, "WAVES": 2, "MAX_SLICES": 2048, "LAST_BLOCK_STATES": 16384}, "tx4": {"COLUMN_TX": 4}, "tx2": {"COLUMN_TX": 2}, "min1024": {"MIN_VALUES": 1024},
             "min16384": {"MIN_VALUES": 16384}, "waves1": {"WAVES": 1}, "waves4": {"WAVES": 4},
             "finalize_always": {"LAST_BLOCK_STATES": 0}, "finalize_never": {"LAST_BLOCK_STATES": 1 << 40},
             "one_block_32k": {"ONE_BLOCK_VALUES": 32768}, "max_slices_512": {"MAX_SLICES": 512},
-            # the single changes that helped, together
+            "min4096": {"MIN_VALUES": 4096}, "waves2": {"WAVES": 2}, "max_slices_2048": {"MAX_SLICES": 2048},
+            "last_block_16384": {"LAST_BLOCK_STATES": 16384},
             "min16384_fin": {"MIN_VALUES": 16384, "LAST_BLOCK_STATES": 0},
             "min16384_s512": {"MIN_VALUES": 16384, "MAX_SLICES": 512},
             "min16384_s512_fin": {"MIN_VALUES": 16384, "MAX_SLICES": 512, "LAST_BLOCK_STATES": 0},
