@@ -384,3 +384,28 @@ def test_bad_input_is_refused_before_any_launch():
             with pytest.raises(exc, match=msg):
                 fn()
         assert _launches(call) == []
+
+
+def test_plan_constants_match_the_committed_probe():
+    """results/bn_plans.json (scripts/gpu/bn_probe.py) timed the current constants ("default")
+    beside the earlier ones and each changed alone: the current ones are the faster over the grid
+    (geometric mean of forward times at most 0.9 of the earlier), and on every channels-last shape
+    the finalize launch (LAST_BLOCK_STATES = 0) is within 1% of the last-block merge or faster."""
+    import json
+    from pathlib import Path
+    probe = json.loads((Path(__file__).resolve().parents[1] / "results" / "bn_plans.json").read_text())
+    assert {k: probe["defaults"][k] for k in ("MIN_VALUES", "WAVES", "MAX_SLICES", "LAST_BLOCK_STATES")} == {
+        "MIN_VALUES": bs.MIN_VALUES, "WAVES": bs.WAVES, "MAX_SLICES": bs.MAX_SLICES,
+        "LAST_BLOCK_STATES": bs.LAST_BLOCK_STATES}
+    cells: dict = {}
+    for r in probe["rows"]:
+        cells.setdefault((r["dtype"], tuple(r["shape"]), r["layout"]), {})[r["setting"]] = r["forward_us"]
+    assert len(cells) == 38
+    ratios = [c["default"] / c["earlier"] for c in cells.values()]
+    assert math.exp(sum(map(math.log, ratios)) / len(ratios)) <= 0.9
+    for key, c in cells.items():
+        if key[2] == "channels_last":
+            assert c["default"] <= 1.01 * c["last_block_16384"], key
+    page = " ".join((Path(__file__).resolve().parents[1] / "docs" / "ladder" / "batchnorm.md").read_text().split())
+    assert f"folds at least {bs.MIN_VALUES} values" in page and f"at most {bs.MAX_SLICES} share a channel" in page
+    assert bs.WAVES == 1 and "about one wave" in page and "within 1% of it or faster" in page

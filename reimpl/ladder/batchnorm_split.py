@@ -66,9 +66,9 @@ STATE_BYTES = 24           # a columns slice leaves 12 bytes a column, written o
 STATE_SHARE = 8            # ...and its rows hold at least 8 times that in x
 MAX_SLICES = 512           # the merging lanes take S / 32 states each: a chain of at most 16 + 5
 WAVES = 1                  # aim at this many full waves of resident blocks
-# MIN_VALUES, MAX_SLICES and WAVES together, with LAST_BLOCK_STATES, are the setting of
-# results/bn_plans.json with the lowest geometric mean of forward times over the grid (0.83 of the
-# earlier 4096 / 2048 / 2 / 16384, H200)
+# MIN_VALUES, MAX_SLICES and WAVES together, with LAST_BLOCK_STATES, are the setting of the probe
+# (scripts/gpu/bn_probe.py) with the lowest geometric mean of forward times over the grid;
+# tests/test_batchnorm_split_cpu.py holds them to results/bn_plans.json
 THREADS_PER_SM = 2048      # resident threads per SM (H100, and every GPU since Volta)
 
 
