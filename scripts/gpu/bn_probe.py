@@ -24,7 +24,7 @@ from reimpl.checks.record import stamp  # noqa: E402
 from reimpl.ladder import batchnorm_split as split  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from siblings_bench import DTYPES, RESNET50, VIT  # noqa: E402
+from siblings_bench import DTYPES, batchnorm_cells  # noqa: E402
 
 DEFAULTS = {k: getattr(split, k) for k in ("COLUMN_TX", "MIN_VALUES", "WAVES", "LAST_BLOCK_STATES",
                                             "ONE_BLOCK_VALUES", "MAX_SLICES")}
@@ -52,18 +52,6 @@ def use(setting):
         f.cache_clear()
 
 
-def cases(dtype):
-    for shape in RESNET50 + VIT:
-        for layout in (("nchw", "channels_last") if len(shape) == 4 else ("channels_last",)):
-            C = shape[1]
-            x = torch.randn(shape, device="cuda", dtype=dtype)
-            if layout == "channels_last" and x.dim() == 4:
-                x = x.to(memory_format=torch.channels_last)
-            dy = torch.randn_like(x)
-            w, b = torch.randn(C, device="cuda", dtype=dtype), torch.randn(C, device="cuda", dtype=dtype)
-            yield shape, layout, x, dy, w, b
-
-
 def per_kernel(fn, calls=20):
     """{kernel name: mean device us per call}, from the profiler's CUDA activity."""
     fn()
@@ -82,7 +70,7 @@ def per_kernel(fn, calls=20):
 def kernels(dtypes):
     rows = []
     for dname in dtypes:
-        for shape, layout, x, dy, w, b in cases(DTYPES[dname]):
+        for shape, layout, x, dy, w, b in batchnorm_cells(DTYPES[dname]):
             C = shape[1]
             rm, rv = torch.zeros(C, device="cuda", dtype=x.dtype), torch.ones(C, device="cuda", dtype=x.dtype)
             xg, wg, bg = x.clone().requires_grad_(), w.clone().requires_grad_(), b.clone().requires_grad_()
@@ -105,7 +93,7 @@ def plans(dtypes, names=None, method="pipelined"):
     settings = {k: v for k, v in SETTINGS.items() if names is None or k in names or k == "default"}
     rows = []
     for dname in dtypes:
-        for shape, layout, x, dy, w, b in cases(DTYPES[dname]):
+        for shape, layout, x, dy, w, b in batchnorm_cells(DTYPES[dname]):
             use({})
             _, mean, invstd = split.batch_norm_train_forward_split(x, w, b)
             base = {"copy": lambda: x.clone(), "torch_forward": lambda: F.batch_norm(x, None, None, w, b, True, 0.1, 1e-5)}

@@ -127,46 +127,53 @@ def bench_cross_entropy(out, dname, dtype, methods):
         time_rows(out, "cross_entropy", dname, x, fns, methods)
 
 
-def bench_batchnorm(out, dname, dtype, methods):
-    from reimpl.ladder import batchnorm_split as split
+def batchnorm_cells(dtype):
+    """Each BatchNorm cell's (shape, layout, x, dy, weight, bias): ResNet-50's layers in both memory
+    formats, the ViT input as columns."""
     for shape in RESNET50 + VIT:
-        layouts = ("nchw", "channels_last") if len(shape) == 4 else ("channels_last",)
-        for layout in layouts:
+        for layout in ("nchw", "channels_last") if len(shape) == 4 else ("channels_last",):
             C = shape[1]
             x = torch.randn(shape, device="cuda", dtype=dtype)
             if layout == "channels_last" and x.dim() == 4:
                 x = x.to(memory_format=torch.channels_last)
             dy = torch.randn_like(x)
             w, b = torch.randn(C, device="cuda", dtype=dtype), torch.randn(C, device="cuda", dtype=dtype)
-            rm, rv = torch.zeros(C, device="cuda", dtype=dtype), torch.ones(C, device="cuda", dtype=dtype)
-            rm2, rv2 = rm.clone(), rv.clone()
-            xg, wg, bg = x.clone().requires_grad_(), w.clone().requires_grad_(), b.clone().requires_grad_()
-            _, mean, invstd = split.batch_norm_train_forward_split(x, w, b)
+            yield shape, layout, x, dy, w, b
 
-            def ours_fwd_bwd():
-                y, m, s = split.batch_norm_train_forward_split(x, w, b, rm2, rv2, 0.1, 1e-5)
-                return split.batch_norm_train_backward_split(dy, x, w, m, s)
 
-            fwd = {"copy": lambda: x.clone(),
-                   "torch_batch_norm": lambda: F.batch_norm(x, rm, rv, w, b, True, 0.1, 1e-5),
-                   "bn_split": lambda: split.batch_norm_train_forward_split(x, w, b, rm2, rv2, 0.1, 1e-5)}
-            if layout == "nchw":
-                fwd["bn_kernel"] = lambda: batchnorm.batch_norm_train_forward(x, w, b, rm2, rv2, 0.1, 1e-5)
-            both = {"copy": lambda: x.clone(),
-                    "torch_batch_norm": lambda: torch.autograd.grad(
-                        F.batch_norm(xg, rm, rv, wg, bg, True, 0.1, 1e-5), (xg, wg, bg), dy),
-                    "bn_split": ours_fwd_bwd,
-                    "bn_split_backward": lambda: split.batch_norm_train_backward_split(dy, x, w, mean, invstd)}
-            nbytes = 2 * x.numel() * x.element_size()
-            for method in methods:
-                out.add(method, "batchnorm", dname, shape, time_cell(fwd, method), nbytes,
-                        extra={"layout": layout, "pass": "forward"})
-                ms = time_cell(both, method)
-                # forward + backward moves four tensors: two copies' worth; the backward alone three
-                out.add(method, "batchnorm", dname, shape, {k: v for k, v in ms.items() if k != "bn_split_backward"},
-                        2 * nbytes, copies=2, extra={"layout": layout, "pass": "forward_backward"})
-                out.add(method, "batchnorm", dname, shape, {"copy": ms["copy"], "bn_split": ms["bn_split_backward"]},
-                        3 * nbytes // 2, copies=1.5, extra={"layout": layout, "pass": "backward"})
+def bench_batchnorm(out, dname, dtype, methods):
+    from reimpl.ladder import batchnorm_split as split
+    for shape, layout, x, dy, w, b in batchnorm_cells(dtype):
+        C = shape[1]
+        rm, rv = torch.zeros(C, device="cuda", dtype=dtype), torch.ones(C, device="cuda", dtype=dtype)
+        rm2, rv2 = rm.clone(), rv.clone()
+        xg, wg, bg = x.clone().requires_grad_(), w.clone().requires_grad_(), b.clone().requires_grad_()
+        _, mean, invstd = split.batch_norm_train_forward_split(x, w, b)
+
+        def ours_fwd_bwd():
+            y, m, s = split.batch_norm_train_forward_split(x, w, b, rm2, rv2, 0.1, 1e-5)
+            return split.batch_norm_train_backward_split(dy, x, w, m, s)
+
+        fwd = {"copy": lambda: x.clone(),
+               "torch_batch_norm": lambda: F.batch_norm(x, rm, rv, w, b, True, 0.1, 1e-5),
+               "bn_split": lambda: split.batch_norm_train_forward_split(x, w, b, rm2, rv2, 0.1, 1e-5)}
+        if layout == "nchw":
+            fwd["bn_kernel"] = lambda: batchnorm.batch_norm_train_forward(x, w, b, rm2, rv2, 0.1, 1e-5)
+        both = {"copy": lambda: x.clone(),
+                "torch_batch_norm": lambda: torch.autograd.grad(
+                    F.batch_norm(xg, rm, rv, wg, bg, True, 0.1, 1e-5), (xg, wg, bg), dy),
+                "bn_split": ours_fwd_bwd,
+                "bn_split_backward": lambda: split.batch_norm_train_backward_split(dy, x, w, mean, invstd)}
+        nbytes = 2 * x.numel() * x.element_size()
+        for method in methods:
+            out.add(method, "batchnorm", dname, shape, time_cell(fwd, method), nbytes,
+                    extra={"layout": layout, "pass": "forward"})
+            ms = time_cell(both, method)
+            # forward + backward moves four tensors: two copies' worth; the backward alone three
+            out.add(method, "batchnorm", dname, shape, {k: v for k, v in ms.items() if k != "bn_split_backward"},
+                    2 * nbytes, copies=2, extra={"layout": layout, "pass": "forward_backward"})
+            out.add(method, "batchnorm", dname, shape, {"copy": ms["copy"], "bn_split": ms["bn_split_backward"]},
+                    3 * nbytes // 2, copies=1.5, extra={"layout": layout, "pass": "backward"})
 
 
 OPS = {"softmax": bench_softmax, "cross_entropy": bench_cross_entropy, "batchnorm": bench_batchnorm}
