@@ -31,7 +31,7 @@ def _shapes(e) -> int:
     16-byte words, the same number for every storage size."""
     if e.cuda.plan is None:
         return 1
-    counts = {len([t for t in launch.regs_table(i) if t[0] == 16 // i]) for i in (4, 2)}
+    counts = {len([t for t in launch.regs_table(i, launch.REGS_CLUSTERS) if t[0] == 16 // i]) for i in (4, 2)}
     assert len(counts) == 1
     return counts.pop()
 
@@ -204,6 +204,6 @@ def test_row_held_plan_holds_the_row_once(N, itemsize):
     if plan is None:  # past a cluster's registers: the launcher falls back
         assert not launch.held_applies(N, itemsize, True)
         return
-    assert not plan.smem and plan.targs in launch.regs_table(itemsize)
+    assert not plan.smem and plan.targs in launch.regs_table(itemsize, launch.REGS_CLUSTERS)
     got, _ = _elements(plan, N, 0)
     assert np.array_equal(np.sort(got), np.arange(N)), (N, plan)

@@ -103,7 +103,7 @@ class _DeviceState:
     functions: dict = field(default_factory=dict)  # kernel -> launcher
     modules: dict = field(default_factory=dict)    # CudaSource -> (Program, cupy Module), once loaded
     properties: dict | None = None
-    shared: dict = field(default_factory=dict)  # kernel -> dynamic shared bytes allowed (allow_shared)
+    attributes: dict = field(default_factory=dict)  # (kernel, attribute) -> the value set (allow_shared, ...)
 
 
 _CTYPE_OF_KIND = {"ptr": ctypes.c_uint64, "int": ctypes.c_int32, "int64": ctypes.c_int64}
@@ -175,7 +175,7 @@ class TorchCupyRuntime:
             for st in self._devices.values():
                 st.modules.clear()
                 st.functions.clear()
-                st.shared.clear()
+                st.attributes.clear()
 
     def _state(self, device: int) -> _DeviceState:
         st = self._devices.get(device)
@@ -242,18 +242,26 @@ class TorchCupyRuntime:
         """Let `kernel` launch with `nbytes` of dynamic shared memory on the current device. Static
         and dynamic shared memory together above 48 KB must be asked for first (cuFuncSetAttribute,
         once per device); asking for any nbytes keeps that sum out of the caller's sight."""
-        if nbytes == 0:
-            return
+        if nbytes:
+            self._raise_attribute(kernel, 8, nbytes)  # 8: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+
+    def allow_wide_cluster(self, kernel) -> None:
+        """Let `kernel`, whose clusters have more than 8 blocks (non-portable: up to 16 on Hopper),
+        launch on the current device."""
+        self._raise_attribute(kernel, 14, 1)  # 14: CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
+
+    def _raise_attribute(self, kernel, attribute: int, value: int) -> None:
+        """cuFuncSetAttribute(kernel, attribute, value) once per device, where no larger value is set."""
         device = self._get_device()
         st = self._state(device)
-        if st.shared.get(kernel, 0) >= nbytes:
+        if st.attributes.get((kernel, attribute), 0) >= value:
             return
         from cupy.cuda import driver
         fn = st.functions.get(kernel) or self._function(device, kernel)
         ptr = fn._fn if isinstance(fn, _DriverLaunch) else fn.ptr
         with self._load_lock:
-            driver.funcSetAttribute(ptr, 8, nbytes)  # 8: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            st.shared[kernel] = max(nbytes, st.shared.get(kernel, 0))
+            driver.funcSetAttribute(ptr, attribute, value)
+            st.attributes[(kernel, attribute)] = max(value, st.attributes.get((kernel, attribute), 0))
 
     def _load_module(self, device: int, source):
         import cupy

@@ -140,26 +140,26 @@ def fast_exp_u(dtype: str) -> int:
     return 0 if dtype == "float32" else 256
 
 
-# A row split over a cluster's blocks: each block's exps take its own maximum m_b and are rescaled by
-# exp(m_b - m), so the exponent is rounded twice (x - m_b, m_b - m) where torch rounds x - m once: at
-# most 2 |x - m| u apart, and |x - m| < 104 wherever the output does not underflow; plus the rescale's
-# own exp and the product.
+# A row split into parts that each take their exps against their own maximum m_p and are rescaled by
+# exp(m_p - m) (the one-read kernels' warps, and every block of a cluster): the exponent is rounded
+# twice (x - m_p, m_p - m) where torch rounds x - m once, at most 2 |x - m| u apart, and |x - m| < 104
+# wherever the output does not underflow; plus the rescale's own exp and the product.
 SPLIT_U = 2 * 104 + 3
 
 
-def softmax_bound(threads: int, dtype: str, N: int, blocks: int = 1) -> tuple[int, str]:
+def softmax_bound(threads: int, dtype: str, N: int, parts: int = 1) -> tuple[int, str]:
     """Bound on the distance to torch.softmax, in ulps of the storage type at torch's output, for a
-    kernel whose rows are reduced by `threads` threads in `blocks` blocks."""
+    kernel whose rows are reduced by `threads` threads, in `parts` parts rescaled apart."""
     import math
     # relative error of one side, in u: <= 6 u per element a thread folds (the add, the term's exp
     # and x - m, the online rescale), 4 u per tree level, 3 u for the last exp and the division.
     # torch's threads fold at most ceil(N / 32) elements each (a row has at least one warp).
-    ours = 6 * -(-N // threads) + 4 * int(math.log2(threads)) + 3 + fast_exp_u(dtype) + (SPLIT_U if blocks > 1 else 0)
+    ours = 6 * -(-N // threads) + 4 * int(math.log2(threads)) + 3 + fast_exp_u(dtype) + (SPLIT_U if parts > 1 else 0)
     theirs = 6 * -(-N // 32) + 4 * 5 + 3
     fp32 = ours + theirs  # a relative error of c u is less than c ulps
     why = ("float32: (6 · ceil(N/t) + 4 · log2 t + 3) u ours plus (6 · ceil(N/32) + 23) u torch's; with 16-bit "
-           f"storage, {fast_exp_u('bfloat16')} u more for ex2.approx; a row split over a cluster's blocks, "
-           f"{SPLIT_U} u more for the rescale of each block's exps")
+           f"storage, {fast_exp_u('bfloat16')} u more for ex2.approx; a row split into parts (warps, a cluster's "
+           f"blocks) whose exps take their own maximum, {SPLIT_U} u more for each part's rescale")
     if dtype == "float32":
         return fp32, why
     # the two float32 results differ by fp32 float32-ulps, a 2^(23 - m)-th of that in storage ulps,
@@ -167,7 +167,7 @@ def softmax_bound(threads: int, dtype: str, N: int, blocks: int = 1) -> tuple[in
     return 1 + (fp32 >> (23 - MANTISSA[dtype])), why + "; scaled to the storage type's ulp, plus one for the rounding"
 
 
-def cross_entropy_bound(threads: int, N: int, M: int, dtype: str, blocks: int = 1) -> tuple[dict, str]:
+def cross_entropy_bound(threads: int, N: int, M: int, dtype: str, parts: int = 1) -> tuple[dict, str]:
     """Bounds on the fused cross-entropy (reimpl/ladder/cross_entropy.py) against a float64
     reference on the same stored logits: K, the relative error of d in u = 2^-24, as softmax_bound
     counts ours, plus the log and the two subtractions; then
@@ -176,11 +176,11 @@ def cross_entropy_bound(threads: int, N: int, M: int, dtype: str, blocks: int = 
     p the float64 probability, m the storage type's mantissa bits, e_min its smallest normal's
     exponent (the subnormal spacing, where a tiny probability lands)."""
     import math
-    K = 6 * -(-N // threads) + 4 * int(math.log2(threads)) + 8 + fast_exp_u(dtype) + (SPLIT_U if blocks > 1 else 0)
+    K = 6 * -(-N // threads) + 4 * int(math.log2(threads)) + 8 + fast_exp_u(dtype) + (SPLIT_U if parts > 1 else 0)
     terms = {"K": K, "u": 2.0 ** -24, "rows": math.log2(max(M, 1)) + 2, "store": 2.0 ** -MANTISSA[dtype],
              "tiny": 2.0 ** (MIN_EXP[dtype] - MANTISSA[dtype])}
     why = (f"K = 6 · ceil(N/t) + 4 · log2 t + 8 (+ {fast_exp_u('bfloat16')} with 16-bit storage: ex2.approx; + {SPLIT_U} for a row split "
-           "over a cluster's blocks); loss within K u (1 + max|x|) + (log2 M + 2) u |loss|: log(d) + m - "
+           "into parts rescaled apart: warps, a cluster's blocks); loss within K u (1 + max|x|) + (log2 M + 2) u |loss|: log(d) + m - "
            "x[target] cancels down to the size of the logits; gradient within K u p + u + one storage ulp + the "
            "subnormal spacing, in units of the scale")
     return terms, why

@@ -60,7 +60,7 @@ def loss_and_grad(logits, target, ignore_index: int = -100, reduction: str = "me
         grid, block, smem = plan.launch(M)
         kernel, extra = row_kernel(plan, T, "cross_entropy", N)
         launch(kernel, grid, block, smem, X.data_ptr(), t.data_ptr(), grad.data_ptr(), rows.data_ptr(),
-               scale.data_ptr(), M, N, int(ignore_index), *extra)
+               scale.data_ptr(), M, N, int(ignore_index), *extra, cluster=plan.cluster)
     loss = rows.sum() * scale[0] if reduction == "mean" else rows.sum()
     return loss, grad
 

@@ -87,12 +87,15 @@ def storage_type(x, who: str) -> CType:
     return STORAGE[str(x.dtype).removeprefix("torch.")]
 
 
-def launch(kernel, grid, block, smem: int, *args) -> None:
-    """Launch on torch's current stream, through the runtime the mirror uses (asking for shared
-    memory past the default 48 KB first, where the runtime can)."""
+def launch(kernel, grid, block, smem: int, *args, cluster: int = 1) -> None:
+    """Launch on torch's current stream, through the runtime the mirror uses (asking first, where
+    the runtime can, for shared memory past the default 48 KB and for clusters past the portable 8
+    blocks of a kernel compiled with `cluster` blocks a cluster)."""
     rt = runtime.get()
     if smem > ROW_CACHE_LIMIT and hasattr(rt, "allow_shared"):
         rt.allow_shared(kernel, smem)
+    if cluster > max(REGS_CLUSTERS) and hasattr(rt, "allow_wide_cluster"):
+        rt.allow_wide_cluster(kernel)
     rt.launch(kernel, grid, block, smem, rt.getCurrentCUDAStream(), *args)
 
 
@@ -101,34 +104,41 @@ def launch(kernel, grid, block, smem: int, *args) -> None:
 # A row is walked as the 16-byte words that hold it (`span` positions: N, or N + vec - 1 where rows
 # do not start on a word). Registers: each thread holds `vecs` words of `vec`; short rows go to 4 to
 # 32 lanes of a warp (blocks of 128 threads, several rows each), longer ones to a block, and past
-# what one block holds, to a cluster of 2, 4 or 8 blocks that merge through distributed shared
-# memory. Shared memory: a block of 256 threads stages its share of the row with cp.async, a cluster
-# splitting rows whose share would pass 64 KB (three blocks an SM). Every constant below is read off
-# results/softmax_plans.json, which times every plan that holds the row at each width.
+# what one block holds, to a cluster of 2 to 16 blocks that merge through distributed shared memory.
+# Shared memory, past that: a block of 256 threads stages its share of the row with cp.async, a
+# cluster splitting rows whose share would pass 64 KB (three blocks an SM). Every constant below is
+# read off results/softmax_plans.json, which times every plan that holds the row at each width.
 REGS_WARP_LANES = (4, 8, 16, 32)
 REGS_WARP_VECS = (1, 2, 4)          # words a thread at 4 to 32 lanes; 8 more at 32 lanes
 REGS_WARP_MOST = {4: 4, 2: 4}       # the fewest lanes whose threads hold at most this many words
 REGS_WARP_MOST_32 = {4: 8, 2: 8}    # and at 32 lanes (16-bit rows of 2048 too): past that, a block
 REGS_BLOCK_EPT = (16, 32, 64)      # 16 and 32 only for scalars: 64 spills to the stack
-REGS_CLUSTERS = (1, 2, 4, 8)
+REGS_CLUSTERS = (1, 2, 4, 8)        # the portable cluster sizes
+WIDE_CLUSTER = 16                   # Hopper's largest, non-portable: the softmax's longest rows
+SOFTMAX_CLUSTERS = REGS_CLUSTERS + (WIDE_CLUSTER,)
 REGS_MAX_BLOCK = 512                # the kernels' __launch_bounds__: up to 128 registers a thread
 REGS_WARP_BLOCK = 128
 # the (elements per thread, cluster, most threads) regs_plan tries, in order, per storage size: the
-# first whose block holds the row in at most that many threads. float32 rows take one block of up to
-# 512 threads at 32 a thread, then blocks of up to 256 threads, at 32 or 64 a thread, over any cluster
-# before blocks of 512; 16-bit rows, whose exps take twice the registers they were loaded in, 16 a thread.
-REGS_ORDER = {4: ((32, 1, 512),) + tuple((ept, c, most) for most, epts in ((256, (32, 64)), (512, (32, 64, 16)))
-                                         for c in REGS_CLUSTERS for ept in epts),
-              2: tuple(e for c in REGS_CLUSTERS for e in ((16, c, 512), (32, c, 512), (64, c, 512)))}
-# from this width on, rows of 16-byte words are staged in shared memory instead of registers, by
-# blocks of 256 threads, or 512 where a block stages SMEM_WIDE elements or more: 16-bit rows past
-# 16384 (up to there, rows of whole words in registers are the faster), float32 rows past what a
-# cluster's registers reach (8 blocks of 512 threads at 64 each)
-SMEM_FROM = {4: 8 * 512 * 64 + 1, 2: 16385}
+# first whose block holds the row in at most that many threads. Few threads a block, so that several
+# blocks share an SM and one's loads fly while another reduces: float32 rows at 32 a thread in one
+# block of up to 256 or two of up to 192, then 64 a thread in two blocks of up to 160 or four of
+# 128, then 32 a thread in eight blocks of up to 256, then 64; 16-bit rows at 32 a thread in one or
+# two blocks of up to 256, then 64 a thread (80 registers: three blocks of 256 an SM) over 2 to 16
+# blocks of 256. The rest covers every width up to
+# the largest cluster's reach, rows with scalar words included (16 or 32 a thread).
+_REGS_REST = tuple((ept, c, 512) for c in SOFTMAX_CLUSTERS for ept in (32, 64, 16))
+REGS_ORDER = {4: ((32, 1, 256), (32, 2, 192), (64, 2, 160), (64, 4, 128), (32, 8, 256), (64, 8, 256), (64, 8, 512))
+              + _REGS_REST,
+              2: ((32, 1, 256), (32, 2, 256), (64, 2, 256), (64, 4, 256), (64, 8, 256), (64, 16, 256)) + _REGS_REST}
+# rows past what a cluster's registers hold are staged in shared memory, by blocks of 256 threads, or
+# 512 where a block stages SMEM_WIDE elements or more; so are float32 rows from STAGED_UNEVEN_FROM on
+# that do not end on a 16-byte word (the probe's rows of 50257 and 100277 run faster staged)
+STAGED_UNEVEN_FROM = {4: 32769}
 SMEM_BLOCK = 256
 SMEM_WIDE = 12288
 SMEM_SHARE_BYTES = 64 * 1024
 SMEM_MAX = 227 * 1024  # an H100 block's shared memory, opted in
+ROW_SCRATCH = REGS_MAX_BLOCK // 32 * WIDE_CLUSTER * 8 + 8  # softmax.cu's RowScratch: a state a warp of a cluster
 
 
 @dataclass(frozen=True)
@@ -169,7 +179,7 @@ def smem_plan(N: int, itemsize: int, cluster: int, block: int | None = None) -> 
     by default SMEM_BLOCK, twice that for a share of SMEM_WIDE elements or more)."""
     vec = 16 // itemsize
     share = -(-(-(-span(N, vec) // cluster)) // vec) * vec
-    if share * itemsize + 33 * 8 > SMEM_MAX:
+    if share * itemsize + ROW_SCRATCH > SMEM_MAX:
         return None
     block = block or (2 * SMEM_BLOCK if share >= SMEM_WIDE else SMEM_BLOCK)
     return RegsPlan(vec, 0, 0, cluster, block, share, itemsize)
@@ -179,28 +189,30 @@ def regs_vec(itemsize: int, aligned: bool) -> int:
     return 16 // itemsize if aligned else 1
 
 
-def regs_table(itemsize: int) -> list[tuple]:
+def regs_table(itemsize: int, clusters: tuple = SOFTMAX_CLUSTERS) -> list[tuple]:
     """Every (vec, vecs, lanes, cluster) instantiated for one storage size: with 16-byte words every
-    warp shape; with scalars (misaligned bases) the whole warp only."""
+    warp shape; with scalars (misaligned bases) the whole warp only. Block shapes over `clusters`
+    (the softmax's; ln_row_held takes the portable ones)."""
     out = []
     for vec in (16 // itemsize, 1):
         lanes_set = REGS_WARP_LANES if vec > 1 else (32,)
         out += [(vec, vecs, lanes, 1) for lanes in lanes_set for vecs in REGS_WARP_VECS]
         out += [(vec, 8, 32, 1)]
-        out += [(vec, ept // vec, 0, c) for ept in REGS_BLOCK_EPT if vec > 1 or ept < 64 for c in REGS_CLUSTERS]
+        out += [(vec, ept // vec, 0, c) for ept in REGS_BLOCK_EPT if vec > 1 or ept < 64 for c in clusters]
     return out
 
 
 def regs_plan(N: int, itemsize: int, aligned: bool = True, staged: bool = True, order: dict | None = None,
-              most_32: dict | None = None) -> RegsPlan | None:
+              most_32: dict | None = None, clusters: tuple = SOFTMAX_CLUSTERS) -> RegsPlan | None:
     """The plan for a row of N (`aligned`: X's base on a 16-byte boundary): the fewest lanes of a
     warp whose threads hold it in at most REGS_WARP_MOST words (at 32 lanes `most_32`,
-    REGS_WARP_MOST_32 by default), else shared memory for wide rows of 16-byte words (not where
-    `staged` is False: a kernel with registers only), else the first block shape of `order`
-    (REGS_ORDER by default); None past the largest cluster's reach."""
+    REGS_WARP_MOST_32 by default), else the first block shape of `order` (REGS_ORDER by default)
+    whose cluster is one of `clusters`, else, past the registers' reach, shared memory for rows of
+    16-byte words (not where `staged` is False: a kernel with registers only; also float32 rows off
+    the word boundary from STAGED_UNEVEN_FROM on); None past that."""
     vec = regs_vec(itemsize, aligned)
     words = -(-span(N, vec) // vec)
-    table = regs_table(itemsize)
+    table = regs_table(itemsize, clusters)
     for lanes in REGS_WARP_LANES:
         vecs = -(-words // lanes)
         most = REGS_WARP_MOST[itemsize] if lanes < 32 else (most_32 or REGS_WARP_MOST_32)[itemsize]
@@ -208,7 +220,7 @@ def regs_plan(N: int, itemsize: int, aligned: bool = True, staged: bool = True, 
             vecs = next(v for v in REGS_WARP_VECS + (8,) if v >= vecs)
             if (vec, vecs, lanes, 1) in table:
                 return RegsPlan(vec, vecs, lanes, 1, REGS_WARP_BLOCK)
-    if staged and vec > 1 and N >= SMEM_FROM[itemsize]:
+    if staged and vec > 1 and N % vec and N >= STAGED_UNEVEN_FROM.get(itemsize, N + 1):
         return staged_plan(N, itemsize)
     for ept, cluster, most in (order or REGS_ORDER)[itemsize]:
         threads = regs_block(span(N, vec), ept, cluster)
@@ -257,7 +269,8 @@ HELD_WARP_MOST_32 = {4: 8, 2: 8}
 
 def held_plan(N: int, itemsize: int) -> RegsPlan | None:
     """The registers-only plan of the ladder's one-read rung (ln_row_held) for aligned rows of N."""
-    return regs_plan(N, itemsize, True, staged=False, order=HELD_ORDER, most_32=HELD_WARP_MOST_32)
+    return regs_plan(N, itemsize, True, staged=False, order=HELD_ORDER, most_32=HELD_WARP_MOST_32,
+                     clusters=REGS_CLUSTERS)
 
 
 def held_applies(N, itemsize, aligned):

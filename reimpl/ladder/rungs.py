@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..device.kernel_types import KernelTemplate, float_
 from . import registry
-from .launch import STORAGE, cuda_source, launch, regs_table, storage_type
+from .launch import REGS_CLUSTERS, STORAGE, cuda_source, launch, regs_table, storage_type
 
 _PARAMS = ("ptr", "ptr", "ptr", "ptr", "ptr", "ptr", "int64", "int64", "T_ACC")
 RUNGS = {e.name: e for e in registry.CUDA_RUNGS}
@@ -29,7 +29,7 @@ def _instantiations(source: str) -> list:
                 out.append(TEMPLATES[e.cuda.template][(T, float_, *e.cuda.extra)])
             else:
                 out += [TEMPLATES[e.cuda.template][(T, float_, *e.cuda.extra, *targs)]
-                        for targs in regs_table(T.itemsize) if targs[0] == 16 // T.itemsize]
+                        for targs in regs_table(T.itemsize, REGS_CLUSTERS) if targs[0] == 16 // T.itemsize]
     return out
 
 

@@ -23,7 +23,7 @@ import numpy as np
 from ..device.kernel_types import KernelTemplate, float_
 from . import registry
 from .accuracy import softmax_bound
-from .launch import REGS_CLUSTERS, STORAGE, cuda_source, launch, regs_plan, regs_table, storage_type
+from .launch import SOFTMAX_CLUSTERS, STORAGE, cuda_source, launch, regs_plan, regs_table, storage_type
 
 _PARAMS = ("ptr", "ptr", "int64", "int64")
 KERNELS = {e.name: e for e in registry.SOFTMAX}  # their template, launch shape and threads per row
@@ -44,7 +44,7 @@ def _instantiations() -> list:
         for targs in regs_table(T.itemsize):
             for whole in (False, True) if targs[0] > 1 else (False,):
                 out += [TEMPLATES[REGS][(T, float_, *targs, whole)], TEMPLATES[CE][(T, float_, *targs, whole)]]
-        for cluster in REGS_CLUSTERS:
+        for cluster in SOFTMAX_CLUSTERS:
             targs = (T, float_, 16 // T.itemsize, cluster)
             out += [TEMPLATES[SMEM][targs], TEMPLATES[CE_SMEM][targs]]
     return out
@@ -81,15 +81,16 @@ def row_threads(name: str, dtype: str, N: int) -> int:
     return KERNELS[name].cuda.threads_for(N, STORAGE[dtype].itemsize)
 
 
-def row_blocks(name: str, dtype: str, N: int) -> int:
-    """The blocks of a cluster that share one row (1 but for one_read's longest rows)."""
+def row_parts(name: str, dtype: str, N: int) -> int:
+    """The parts of a row whose exps take their own maximum and are rescaled apart: for one_read's
+    block plans every warp of every block of the cluster; 1 for its warp plans and the others."""
     plan = regs_plan(N, STORAGE[dtype].itemsize) if KERNELS[name].cuda.template == REGS else None
-    return plan.cluster if plan else 1
+    return plan.cluster * (1 if plan.lanes else plan.block // 32) if plan else 1
 
 
 def bound(name: str, dtype: str, N: int) -> tuple[int, str]:
-    """accuracy.softmax_bound for kernel `name` on rows of N: its threads and blocks a row."""
-    return softmax_bound(row_threads(name, dtype, N), dtype, N, row_blocks(name, dtype, N))
+    """accuracy.softmax_bound for kernel `name` on rows of N: its threads and parts a row."""
+    return softmax_bound(row_threads(name, dtype, N), dtype, N, row_parts(name, dtype, N))
 
 
 def run(name: str, x, plan=None):
@@ -118,7 +119,8 @@ def run(name: str, x, plan=None):
         else:
             grid, block, smem = k.config(M, N, T.itemsize)
             kernel = TEMPLATES[k.template][T, float_]
-        launch(kernel, grid, block, smem, X.data_ptr(), Y.data_ptr(), M, N, *extra)
+        launch(kernel, grid, block, smem, X.data_ptr(), Y.data_ptr(), M, N, *extra,
+               cluster=plan.cluster if k.template == REGS else 1)
     return Y.view(x.shape)
 
 
@@ -168,31 +170,34 @@ def online_softmax(row, parts: int = 1):
 
 
 # --8<-- [start:one_read_model]
-# The one-read kernels' arithmetic on one row, in float32: `blocks` contiguous shares (a cluster's
-# blocks) of ceil(N / blocks); each share's maximum, its exps against that maximum (times 2^bias, as
-# 16-bit storage takes them), their sum; the shares' (m, d) merged in rank order; each share's exps
-# rescaled once, by exp(m_share - m), and divided by the row's d.
+# The one-read kernels' arithmetic on one row, in float32: `parts` shares of ceil(N / parts) (the
+# warps of a block plan, over every block of a cluster; a warp's words are interleaved with the other
+# warps', here the shares are contiguous, which changes no step); each share's maximum, its exps
+# against that maximum (times 2^bias, as 16-bit storage takes them), their sum; the shares' (m, d)
+# merged (the largest maximum, then each sum rescaled to it); each share's exps rescaled once, by
+# exp(m_share - m), and divided by the row's d.
 LOG2E = f32(1.4426950408889634)
 
 
-def one_read_softmax(row, blocks: int = 1, bias: float = 0.0):
+def one_read_softmax(row, parts: int = 1, bias: float = 0.0):
     row = np.asarray(row, f32)
-    share = -(-len(row) // blocks)
-    parts = [row[b * share:(b + 1) * share] for b in range(blocks)]
+    share = -(-len(row) // parts)
+    shares = [row[b * share:(b + 1) * share] for b in range(parts)]
     states, exps, shifts = [], [], []
     with np.errstate(invalid="ignore", over="ignore"):
-        for p in parts:
+        for p in shares:
             m = np.fmax.reduce(p, initial=f32(-np.inf))  # fmaxf: a NaN loses to a number
             shift = f32(0) if m == -np.inf else m
             e = np.exp2((p - shift) * LOG2E + f32(bias)).astype(f32)
             exps.append(e), shifts.append(shift), states.append((f32(m), f32(e.sum(dtype=f32))))
-        m, d = EMPTY
-        for s in states:
-            m, d = md_merge((m, d), s)
+        # the merge taken all at once, as the kernels' exchange does: the largest maximum, then each
+        # share's sum rescaled to it (a share of no exps adds 0)
+        m = np.fmax.reduce([s[0] for s in states], initial=f32(-np.inf))
+        d = f32(sum((f32(0) if s[1] == 0 else f32(s[1] * np.exp(f32(s[0] - m))) for s in states), f32(0)))
         out = []
         for e, shift, (_, d_share) in zip(exps, shifts, states):
             # a share whose exps are all 0 adds 0 whatever the scale (exp(-m) may overflow)
-            rescale = f32(1) if blocks == 1 else f32(0) if d_share == 0 else f32(np.exp(f32(shift - m)))
+            rescale = f32(1) if parts == 1 else f32(0) if d_share == 0 else f32(np.exp(f32(shift - m)))
             with np.errstate(divide="ignore"):
                 out.append((e * f32(rescale / d)).astype(f32))
     return np.concatenate(out) if out else row

@@ -14,9 +14,10 @@ import torch  # noqa: E402
 from reimpl.checks.bench import METHODS, gpu_time  # noqa: E402
 from reimpl.checks.record import stamp  # noqa: E402
 from reimpl.ladder import softmax  # noqa: E402
-from reimpl.ladder.launch import REGS_BLOCK_EPT, REGS_CLUSTERS, REGS_MAX_BLOCK, REGS_WARP_BLOCK, RegsPlan, regs_block, regs_plan, regs_table, regs_vec, smem_plan, span  # noqa: E402
+from reimpl.ladder.launch import REGS_BLOCK_EPT, SOFTMAX_CLUSTERS, REGS_MAX_BLOCK, REGS_WARP_BLOCK, RegsPlan, regs_block, regs_plan, regs_table, regs_vec, smem_plan, span  # noqa: E402
 
-NS = (128, 256, 512, 768, 1024, 2048, 4096, 8192, 12288, 16384, 32768, 65536, 131072, 262144)
+NS = (128, 256, 512, 768, 1024, 2048, 4096, 5120, 6144, 8192, 12288, 16384, 20000, 32000, 32768, 50257, 65536, 100000,
+      100277, 128256, 131072, 262144)
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
@@ -28,7 +29,7 @@ def plans(N, itemsize):
     for v, vecs, lanes, _ in regs_table(itemsize):
         if v == vec and lanes and lanes * vecs * vec >= span(N, vec) and lanes * vecs * vec < 2 * span(N, vec):
             yield f"warp_l{lanes}_v{vecs}", RegsPlan(vec, vecs, lanes, 1, REGS_WARP_BLOCK)
-    for cluster in REGS_CLUSTERS:
+    for cluster in SOFTMAX_CLUSTERS:
         for ept in REGS_BLOCK_EPT:
             threads = regs_block(span(N, vec), ept, cluster)
             if 64 <= threads <= REGS_MAX_BLOCK:

@@ -77,7 +77,7 @@ def test_cross_entropy_within_bound(M, N, dtype, reduction):
     loss, grad = cross_entropy.loss_and_grad(x, t, reduction=reduction)
     ref_loss, ref_grad = _reference(x, t, -100, reduction)
     threads = softmax.row_threads("one_read", _name(dtype), N)
-    b, why = accuracy.cross_entropy_bound(threads, N, M, _name(dtype), softmax.row_blocks("one_read", _name(dtype), N))
+    b, why = accuracy.cross_entropy_bound(threads, N, M, _name(dtype), softmax.row_parts("one_read", _name(dtype), N))
     u = b["u"]
     xmax = float(x.float().abs().max())
     assert abs(float(loss) - float(ref_loss)) <= b["K"] * u * (1 + xmax) + b["rows"] * u * abs(float(ref_loss)), why
@@ -108,7 +108,7 @@ def test_cross_entropy_autograd_and_bad_input():
 def test_cross_entropy_misaligned_long_rows_take_an_aligned_copy(dtype):
     """Logits off the 16-byte boundary with rows longer than the scalar plans hold: the launcher copies
     them to an aligned buffer, so loss and gradient have the bits of the same logits stored aligned."""
-    M, N = 3, 262144
+    M, N = 3, 16 * 512 * 32 + 8  # one word past what 16 blocks of 512 threads hold at 32 scalars each
     assert regs_plan(N, torch.empty((), dtype=dtype).element_size(), False) is None
     base = (torch.randn(M * N + 1, device="cuda") * 4).to(dtype)
     x = base[1:].view(M, N)

@@ -104,14 +104,19 @@ __device__ __forceinline__ void load_word(Pack<T, VEC>& w, const T* x, int p, co
 }
 
 // For rows of whole, aligned 16-byte words (the launcher checks), a word is the row's entirely or
-// not at all: one predicated 16-byte load into a word of zero bits, with no element-wise branch
-// (whose control flow keeps the compiler from batching the loads) and no per-element fill.
-template <typename T, unsigned VEC, typename S>
-__device__ __forceinline__ Pack<T, VEC> load_whole(const T* x, int p, const S& sh) {
+// not at all: one predicated 16-byte load into a word whose 32-bit lanes hold `fill` (zero bits, or
+// softmax's -inf: nothing to a maximum, 0 to a sum of exps), with no element-wise branch (whose
+// control flow keeps the compiler from batching the loads) and no per-element fill.
+template <typename T, unsigned VEC>
+__device__ __forceinline__ Pack<T, VEC> load_word_if(const T* x, int p, bool load, unsigned fill = 0u) {
   static_assert(sizeof(Pack<T, VEC>) == 16, "whole words are 16 bytes");
-  uint4 r = make_uint4(0u, 0u, 0u, 0u);
-  if (sh.holds(p)) r = *reinterpret_cast<const uint4*>(x + p);
+  uint4 r = make_uint4(fill, fill, fill, fill);
+  if (load) r = *reinterpret_cast<const uint4*>(x + p);
   return *reinterpret_cast<const Pack<T, VEC>*>(&r);
+}
+template <typename T, unsigned VEC, typename S>
+__device__ __forceinline__ Pack<T, VEC> load_whole(const T* x, int p, const S& sh, unsigned fill = 0u) {
+  return load_word_if<T, VEC>(x, p, sh.holds(p), fill);
 }
 
 // A word's elements as floats, and floats rounded (to nearest even, as from_f) into a word, a pair of

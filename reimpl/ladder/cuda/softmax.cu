@@ -127,12 +127,11 @@ __global__ void softmax_online_block(const T* X, T* Y, int64_t M, int64_t N) {
 // --8<-- [start:row_pass]
 // The one-read kernels: a row (or, in a thread-block cluster, a block's share of it) is read from
 // global memory once, into registers (the *_regs kernels) or, with cp.async, into shared memory (the
-// *_smem kernels), and written from there: one read and one write of the row. Within a block (or the
-// lanes that share a row) the maximum is reduced first, so every element takes one exp against it,
-// as torch's safe softmax does; the sum of those exps is reduced next. A cluster's blocks then merge
-// their (m, d) online, and each block rescales its share once, by exp(m_block - m): the online merge
-// is paid per block, not per element. What the pass writes is an epilogue's: softmax's probabilities,
-// or cross-entropy's gradient.
+// *_smem kernels), and written from there: one read and one write of the row. Each warp takes one exp
+// an element against its own maximum, and the warps' (m, d) are merged online by the exchange above,
+// each warp rescaling its exps once (the lanes that share a short row reduce the maximum first, as
+// torch's safe softmax does). What the pass writes is an epilogue's: softmax's probabilities, or
+// cross-entropy's gradient.
 //
 // Rows need not start on a 16-byte boundary (a vocabulary of 50257): the loads walk the 16-byte words
 // that hold the row, from the one holding its first element (X's base is 16-byte aligned, the launcher
@@ -192,15 +191,90 @@ __device__ __forceinline__ float word_max(const T (&v)[VEC]) {
   }
 }
 
-// The reductions' scratch: a slot a warp for the maximum and for the sum, and the block's (m, d).
+// --8<-- [start:row_exchange]
+// How a block's warps (and a cluster's blocks) agree on a row's (m, d): the exchange of quack's
+// softmax (Guo, Zadouri and Dao), rewritten here. Each warp reduces its own maximum and the sum of its
+// exps against it by shuffles, with no barrier, and publishes that (m, d) once, to the slot it owns
+// in every block of the row's cluster (one 8-byte store each: `st.async` into a peer block's shared
+// memory, counted by the bytes it brings to that block's mbarrier). A block waits once, until all
+// warps * CLUSTER states have arrived, and every warp merges all of them itself (Milakov and
+// Gimelshein's merge, taken all at once: the largest maximum, then each sum rescaled to it), so all
+// get the same bits. Then each warp rescales its own exps once, by exp(m_warp - m): the online merge
+// is paid per warp, not per element. One wait a row, where reducing the maximum and the sum
+// over the block and then the cluster one after the other takes two block barriers and two cluster
+// barriers, with nothing in flight during each.
 struct RowScratch {
-  float max[32], sum[32];
-  MD block;
+  MD warp[REGS_MAX_BLOCK / 32 * 16];  // a slot for each warp of each block of a cluster of up to 16
+  unsigned long long bar;            // the mbarrier the peers' stores count down (CLUSTER > 1)
 };
 
-// The row's state from a thread's maximum `m` and `sums(shift)`, which takes the exps against the
-// block's maximum (0 for a block of -inf only, whose exps are then 0) and returns their sum: (m, d)
-// of the whole row, the shift the block's exps took, and what they are multiplied by.
+__device__ __forceinline__ unsigned smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+// Before the row's loads: the mbarrier expects one arrival (this block's thread 0, which also says how
+// many bytes to expect); the relaxed arrive lets the peers know it is set up, waited for just before
+// the first store into them, after the loads and the warp's reductions.
+template <unsigned CLUSTER>
+__device__ __forceinline__ void exchange_begin(RowScratch& s) {
+  if constexpr (CLUSTER > 1) {
+    if (threadIdx.x == 0) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&s.bar)) : "memory");
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+  }
+}
+
+template <unsigned CLUSTER>
+__device__ __forceinline__ MD row_exchange(MD w, RowScratch& s) {
+  const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const unsigned n = warps * CLUSTER;
+  if constexpr (CLUSTER == 1) {
+    if (lane == 0) s.warp[warp] = w;
+    __syncthreads();
+  } else {
+    const unsigned bar = smem_addr(&s.bar), rank = __clusterRelativeBlockRank();
+    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");  // every peer's mbarrier is set up
+    if (threadIdx.x == 0) {
+      unsigned long long state;
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 %0, [%1], %2;"
+                   : "=l"(state) : "r"(bar), "r"(n * (unsigned)sizeof(MD)) : "memory");
+    }
+    if (lane < CLUSTER) {  // lane b stores the warp's state into block b
+      unsigned slot, peer_bar;
+      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(slot) : "r"(smem_addr(&s.warp[rank * warps + warp])), "r"(lane));
+      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(peer_bar) : "r"(bar), "r"(lane));
+      asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];"
+                   ::"r"(slot), "f"(w.m), "f"(w.d), "r"(peer_bar) : "memory");
+    }
+    asm volatile(
+        "{\n .reg .pred done;\n"
+        "WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], 0;\n"
+        " @!done bra WAIT;\n}" ::"r"(bar) : "memory");
+  }
+  // the largest maximum first, then each sum rescaled to it: one expf a state (a state of no exps adds
+  // 0, whatever its maximum); max and + commute, so every lane of every warp ends with the same bits
+  constexpr unsigned READS = (REGS_MAX_BLOCK / 32 * CLUSTER + 31) / 32;  // states a lane reads, at most
+  float m = neg_inf(), d = 0.f;
+#pragma unroll
+  for (unsigned j = 0; j < READS; ++j)
+    if (lane + 32 * j < n) m = fmaxf(m, s.warp[lane + 32 * j].m);
+  m = warp_all_reduce(m, Max());
+#pragma unroll
+  for (unsigned j = 0; j < READS; ++j) {
+    if (lane + 32 * j < n) {
+      const MD o = s.warp[lane + 32 * j];
+      d += o.d == 0.f ? 0.f : o.d * expf(o.m - m);
+    }
+  }
+  return {m, warp_all_reduce(d, Sum())};
+}
+// --8<-- [end:row_exchange]
+
+// The row's state from a thread's maximum `m` and `sums(shift)`, which takes the exps against a
+// maximum (0 for one of -inf only, whose exps are then 0) and returns their sum: (m, d) of the whole
+// row, the shift the thread's exps took, and what they are multiplied by. Rows of a few lanes of a
+// warp reduce the maximum first, then the sum, by shuffles; rows of a block or cluster take the
+// exchange above, each warp against its own maximum.
 struct RowState {
   MD s;
   float shift, rescale;
@@ -208,25 +282,27 @@ struct RowState {
 
 template <unsigned LANES, unsigned CLUSTER, typename Sums>
 __device__ __forceinline__ RowState row_state(float m, Sums sums, RowScratch& scratch) {
-  m = row_reduce<LANES>(m, neg_inf(), scratch.max, Max());
+  constexpr unsigned LANES_ = LANES ? LANES : 32;
+  m = row_reduce<LANES_>(m, neg_inf(), nullptr, Max());
   const float shift = m == neg_inf() ? 0.f : m;
-  const float d = row_reduce<LANES>(sums(shift), 0.f, scratch.sum, Sum());
-  if constexpr (CLUSTER == 1) {
+  const float d = row_reduce<LANES_>(sums(shift), 0.f, nullptr, Sum());
+  if constexpr (LANES > 0) {
     return {{m, d}, shift, 1.f};
   } else {
-    const MD s = cluster_reduce<CLUSTER>(MD{m, d}, &scratch.block, MD{neg_inf(), 0.f}, MdMerge());
-    // a block whose exps are all 0 adds 0, whatever the scale (exp(-s.m) may overflow)
-    return {s, shift, d == 0.f ? 0.f : row_exp<float>(shift - s.m)};
+    const MD s = row_exchange<CLUSTER>(MD{m, d}, scratch);
+    // a warp whose exps are all 0 adds 0, whatever the scale (exp(-s.m) may overflow)
+    return {s, shift, d == 0.f ? 0.f : expf(shift - s.m)};
   }
 }
 
-// The epilogues: what element i of a row becomes, given its probability p = exp(x - m) / d.
+// The epilogues: what the element at share position i (row element first + i) becomes, given its
+// probability p = exp(x - m) / d.
 template <typename T>
 struct SoftmaxOut {
   T* Y;
-  __device__ __forceinline__ bool begin(int64_t row, int64_t N, MD s, bool leader) { return true; }
+  __device__ __forceinline__ bool begin(int64_t row, int64_t N, int64_t first, MD s, bool leader) { return true; }
   __device__ __forceinline__ float scale() const { return 1.f; }
-  __device__ __forceinline__ float at(float p, int64_t i) const { return p; }
+  __device__ __forceinline__ float at(float p, int i) const { return p; }
   __device__ __forceinline__ T* out() const { return Y; }
 };
 
@@ -241,10 +317,12 @@ struct CrossEntropyOut {
   T* dX;
   float* loss;
   const float* grad_scale;
-  int64_t ignore_index, t;
+  int64_t ignore_index;
+  int at_target;  // the target's share position (32-bit: a compare an element), or -1 outside the share
   float g;
-  __device__ __forceinline__ bool begin(int64_t row, int64_t N, MD s, bool leader) {
-    t = target[row];
+  __device__ __forceinline__ bool begin(int64_t row, int64_t N, int64_t first, MD s, bool leader) {
+    const int64_t t = target[row];
+    at_target = t >= first && t - first < 0x7fffffff ? (int)(t - first) : -1;
     const bool ignored = t == ignore_index, valid = ignored || (t >= 0 && t < N);
     const float nan = __int_as_float(0x7fc00000);
     // d carries 2^BIAS (row_exp): log(d) - BIAS ln 2
@@ -254,9 +332,52 @@ struct CrossEntropyOut {
     return true;
   }
   __device__ __forceinline__ float scale() const { return g; }
-  __device__ __forceinline__ float at(float v, int64_t i) const { return i == t ? v - g : v; }
+  __device__ __forceinline__ float at(float v, int i) const { return i == at_target ? v - g : v; }
   __device__ __forceinline__ T* out() const { return dX; }
 };
+
+// A word at share position p that touches the row lies wholly in the tensor (rows are contiguous and
+// the base is 16-byte aligned), unless it is the last row's last word.
+template <unsigned VEC, typename S>
+__device__ __forceinline__ bool in_tensor(const S& sh, int p, int64_t M) {
+  return sh.touches(p) && (sh.row + 1 < M || p + (int)VEC <= sh.hi);
+}
+
+// -inf's bits in every element of a 32-bit lane (load_whole's fill)
+template <typename T>
+struct NegInf;
+template <>
+struct NegInf<float> {
+  static constexpr unsigned lane = 0xff800000u;
+};
+template <>
+struct NegInf<__nv_bfloat16> {
+  static constexpr unsigned lane = 0xff80ff80u;
+};
+template <>
+struct NegInf<__half> {
+  static constexpr unsigned lane = 0xfc00fc00u;
+};
+
+// row.cuh's pairwise unpack and pack, and element by element for the scalar words of a misaligned row
+template <typename T, unsigned VEC>
+__device__ __forceinline__ void widen(const Pack<T, VEC>& w, float (&f)[VEC]) {
+  if constexpr (sizeof(T) == 4 || VEC % 2 == 0) {
+    unpack(w, f);
+  } else {
+#pragma unroll
+    for (unsigned j = 0; j < VEC; ++j) f[j] = to_f(w.v[j]);
+  }
+}
+template <typename T, unsigned VEC>
+__device__ __forceinline__ void narrow(const float (&f)[VEC], Pack<T, VEC>& w) {
+  if constexpr (sizeof(T) == 4 || VEC % 2 == 0) {
+    pack(f, w);
+  } else {
+#pragma unroll
+    for (unsigned j = 0; j < VEC; ++j) w.v[j] = from_f<T>(f[j]);
+  }
+}
 
 // The row in registers. A row belongs to LANES threads (4 to 32: several rows per block) or, with
 // LANES = 0, to the whole block, and with CLUSTER > 1 to the CLUSTER blocks of a cluster, each holding
@@ -264,50 +385,72 @@ struct CrossEntropyOut {
 // k * lanes + lane, so a warp's loads cover consecutive 16-byte words. After the maximum, each
 // element's exp replaces it in registers, as a float. WHOLE (rows of whole, aligned 16-byte words: the
 // launcher checks): every word is the row's or not at all, so the loads are one predicated 16-byte load
-// each, all issued before the first is used (the element-wise fallback's branches keep the compiler from
-// batching them), and a word outside the row adds a 0 to d, as its -inf fill does otherwise: the same bits.
+// each, all issued before the first is used (element-wise branches among them keep the compiler from
+// batching them). Other rows of 16-byte words load their whole words so, and their first and last words,
+// the row's in part, an element at a time afterwards. What is not the row's holds -inf: it adds nothing
+// to the maximum and 0 to d.
 template <typename T, unsigned VEC, unsigned VECS, unsigned LANES, unsigned CLUSTER, bool WHOLE, typename Epi>
 __device__ __forceinline__ void row_pass_regs(const T* X, int64_t M, int64_t N, Epi& epi, RowScratch& scratch) {
   constexpr unsigned ELEMS = VECS * VEC;
+  if constexpr (LANES == 0) exchange_begin<CLUSTER>(scratch);
   const Share<VEC, LANES, CLUSTER> sh(M, N, (int64_t)(LANES ? LANES : blockDim.x) * ELEMS);
   const T* x = X + sh.row * N + sh.first;
   Pack<T, VEC> held[VECS];
-  float m = neg_inf();
+  const T fill = from_f<T>(neg_inf());
 #pragma unroll
   for (unsigned k = 0; k < VECS; ++k) {
     const int p = (int)((k * sh.lanes + sh.lane) * VEC);
-    if constexpr (WHOLE) {
-      held[k] = load_whole<T, VEC>(x, p, sh);
+    if constexpr (VEC > 1) {
+      held[k] = load_word_if<T, VEC>(x, p, WHOLE ? sh.holds(p) : in_tensor<VEC>(sh, p, M), NegInf<T>::lane);
     } else {
-      load_word(held[k], x, p, sh, from_f<T>(neg_inf()));
-      m = fmaxf(m, word_max(held[k].v));
+      load_word(held[k], x, p, sh, fill);
     }
   }
-  if constexpr (WHOLE) {
+  if constexpr (!WHOLE && VEC > 1) {
+    // a row that does not start (or end) on a word: its first and last words, loaded whole with a
+    // neighbour row's elements, keep the row's own (the tensor's very last word, not loaded, is read
+    // an element at a time)
 #pragma unroll
-    for (unsigned k = 0; k < VECS; ++k)
-      if (sh.holds((int)((k * sh.lanes + sh.lane) * VEC))) m = fmaxf(m, word_max(held[k].v));
+    for (unsigned k = 0; k < VECS; ++k) {
+      const int p = (int)((k * sh.lanes + sh.lane) * VEC);
+      if (!sh.whole(p) && sh.touches(p)) {
+        const bool loaded = in_tensor<VEC>(sh, p, M);
+#pragma unroll
+        for (unsigned j = 0; j < VEC; ++j)
+          held[k].v[j] = !sh.holds(p + (int)j) ? fill : loaded ? held[k].v[j] : x[p + j];
+      }
+    }
   }
+  float m = neg_inf();
+#pragma unroll
+  for (unsigned k = 0; k < VECS; ++k) m = fmaxf(m, word_max(held[k].v));
   float e[ELEMS];
   const RowState r = row_state<LANES, CLUSTER>(m, [&](float shift) {
     float d = 0.f;
 #pragma unroll
-    for (unsigned i = 0; i < ELEMS; ++i) {
-      e[i] = row_exp<T>(to_f(held[i / VEC].v[i % VEC]) - shift);
-      d += !WHOLE || sh.holds((int)(((i / VEC) * sh.lanes + sh.lane) * VEC)) ? e[i] : 0.f;
+    for (unsigned k = 0; k < VECS; ++k) {
+      float f[VEC];
+      widen(held[k], f);
+#pragma unroll
+      for (unsigned j = 0; j < VEC; ++j) {
+        e[k * VEC + j] = row_exp<T>(f[j] - shift);
+        d += e[k * VEC + j];
+      }
     }
     return d;
   }, scratch);
-  if (!sh.any() || !epi.begin(sh.row, N, r.s, sh.lo >= 0 && sh.lane == 0)) return;  // after the reductions
+  if (!sh.any() || !epi.begin(sh.row, N, sh.first, r.s, sh.lo >= 0 && sh.lane == 0)) return;  // after the reductions
   const float scale = epi.scale() * r.rescale / r.s.d;
   T* y = epi.out() + sh.row * N + sh.first;
 #pragma unroll
   for (unsigned k = 0; k < VECS; ++k) {
     const int p = (int)((k * sh.lanes + sh.lane) * VEC);
     if (WHOLE ? sh.holds(p) : sh.touches(p)) {
-      Pack<T, VEC> o;
+      float f[VEC];
 #pragma unroll
-      for (unsigned j = 0; j < VEC; ++j) o.v[j] = from_f<T>(epi.at(e[k * VEC + j] * scale, sh.first + p + j));
+      for (unsigned j = 0; j < VEC; ++j) f[j] = epi.at(e[k * VEC + j] * scale, p + (int)j);
+      Pack<T, VEC> o;
+      narrow(f, o);
       store_word<WHOLE>(y, p, o, sh);
     }
   }
@@ -323,6 +466,7 @@ __device__ __forceinline__ void row_pass_smem(const T* X, int64_t M, int64_t N, 
                                               RowScratch& scratch) {
   extern __shared__ __align__(16) unsigned char staged_bytes[];
   T* staged = reinterpret_cast<T*>(staged_bytes);
+  exchange_begin<CLUSTER>(scratch);
   const Share<VEC, 0, CLUSTER> sh(M, N, share);
   const int end = sh.hi < share ? sh.hi : (int)share;  // the words past the row's end are not copied
   const int step = (int)(sh.lanes * VEC);
@@ -354,7 +498,7 @@ __device__ __forceinline__ void row_pass_smem(const T* X, int64_t M, int64_t N, 
     }
     return d;
   }, scratch);
-  if (!sh.any() || !epi.begin(sh.row, N, r.s, sh.lo >= 0 && sh.lane == 0)) return;
+  if (!sh.any() || !epi.begin(sh.row, N, sh.first, r.s, sh.lo >= 0 && sh.lane == 0)) return;
   const float scale = epi.scale() * r.rescale / r.s.d;
   T* y = epi.out() + sh.row * N + sh.first;
   for (int p = (int)(sh.lane * VEC); p < end; p += step) {
@@ -363,16 +507,24 @@ __device__ __forceinline__ void row_pass_smem(const T* X, int64_t M, int64_t N, 
 #pragma unroll
     for (unsigned j = 0; j < VEC; ++j) {
       const float v = sizeof(T) == 4 ? to_f(w.v[j]) : row_exp<T>(to_f(w.v[j]) - r.shift);
-      o.v[j] = from_f<T>(epi.at(v * scale, sh.first + p + j));
+      o.v[j] = from_f<T>(epi.at(v * scale, p + (int)j));
     }
     store_word(y, p, o, sh);
   }
 }
 // --8<-- [end:row_pass]
 
+// The registers a thread of the *_regs kernels may take: 128 (blocks of up to REGS_MAX_BLOCK threads),
+// but 80 where a 16-bit row puts 64 elements a thread (their exps, as floats, take 64), so that three
+// blocks of 256 share an SM where the 98 the compiler would take leave room for two.
+template <typename T>
+__host__ __device__ constexpr int regs_cap(unsigned elems) {
+  return sizeof(T) == 2 && elems == 64 ? 80 : 65536 / REGS_MAX_BLOCK;
+}
+
 // --8<-- [start:softmax_online_regs]
 template <typename T, typename T_ACC, unsigned VEC, unsigned VECS, unsigned LANES, unsigned CLUSTER, bool WHOLE>
-__global__ void __launch_bounds__(REGS_MAX_BLOCK) __cluster_dims__(CLUSTER, 1, 1)
+__global__ void __maxnreg__(regs_cap<T>(VEC * VECS)) __cluster_dims__(CLUSTER, 1, 1)
     softmax_online_regs(const T* X, T* Y, int64_t M, int64_t N) {
   __shared__ RowScratch scratch;
   SoftmaxOut<T> epi{Y};
@@ -395,7 +547,7 @@ __global__ void __launch_bounds__(REGS_MAX_BLOCK) __cluster_dims__(CLUSTER, 1, 1
 // log(d) + m - x[target], and the gradient is written straight from the held row: the probabilities
 // are never stored.
 template <typename T, typename T_ACC, unsigned VEC, unsigned VECS, unsigned LANES, unsigned CLUSTER, bool WHOLE>
-__global__ void __launch_bounds__(REGS_MAX_BLOCK) __cluster_dims__(CLUSTER, 1, 1)
+__global__ void __maxnreg__(regs_cap<T>(VEC * VECS)) __cluster_dims__(CLUSTER, 1, 1)
     cross_entropy_regs(const T* X, const int64_t* target, T* dX, float* loss, const float* grad_scale, int64_t M,
                        int64_t N, int64_t ignore_index) {
   __shared__ RowScratch scratch;
