@@ -34,7 +34,7 @@ def test_siblings_come_from_the_registry():
     assert [k for k in sbt.ORDER["batchnorm"] if k.startswith("bn_")] == [e.name for e in registry.of_group("batchnorm")]
     for e in registry.of_group("softmax"):
         src = (softmax.SOURCE.directory / softmax.SOURCE.main).read_text()
-        assert re.search(rf"__global__ void\s+(__\w+__\((?:[^()]|\([^()]*\))*\)\s+)*{e.cuda.template}\(", src), e.name
+        assert re.search(rf"__global__ void\s+(__\w+__\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)\s+)*{e.cuda.template}\(", src), e.name
         assert f"[start:{e.cuda.template}]" in src
     selected = _selected("tests/gpu/test_siblings_gpu.py")
     assert set(selected) == {e.name for e in registry.ENTRIES if e.group != "ladder"}

@@ -122,12 +122,12 @@ REGS_WARP_BLOCK = 128
 # first whose block holds the row in at most that many threads. Few threads a block, so that several
 # blocks share an SM and one's loads fly while another reduces: float32 rows at 32 a thread in one
 # block of up to 256 or two of up to 192, then 64 a thread in two blocks of up to 160 or four of
-# 128, then 32 a thread in eight blocks of up to 256, then 64; 16-bit rows at 32 a thread in one or
-# two blocks of up to 256, then 64 a thread (80 registers: three blocks of 256 an SM) over 2 to 16
-# blocks of 256. The rest covers every width up to
+# 128, then 32 a thread in eight blocks of up to 256, then 64 in 8 or 16 (80 registers at 16: three
+# blocks of 256 an SM); 16-bit rows at 32 a thread in one or two blocks of up to 256, then 64 a thread
+# (80 registers) over 2 to 16 blocks of 256. The rest covers every width up to
 # the largest cluster's reach, rows with scalar words included (16 or 32 a thread).
 _REGS_REST = tuple((ept, c, 512) for c in SOFTMAX_CLUSTERS for ept in (32, 64, 16))
-REGS_ORDER = {4: ((32, 1, 256), (32, 2, 192), (64, 2, 160), (64, 4, 128), (32, 8, 256), (64, 8, 256), (64, 8, 512))
+REGS_ORDER = {4: ((32, 1, 256), (32, 2, 192), (64, 2, 160), (64, 4, 128), (32, 8, 256), (64, 8, 256), (64, 16, 256))
               + _REGS_REST,
               2: ((32, 1, 256), (32, 2, 256), (64, 2, 256), (64, 4, 256), (64, 8, 256), (64, 16, 256)) + _REGS_REST}
 # rows past what a cluster's registers hold are staged in shared memory, by blocks of 256 threads, or

@@ -2,7 +2,9 @@
 per thread, cluster size) and every shared-memory plan (cluster size, block) that holds the row,
 beside a copy, at about 256 MB of traffic, by both timing methods. launch.regs_plan's choice is
 read off this table.
-Usage (a CUDA machine): python scripts/gpu/softmax_plans.py OUT.json [methods] [N,N,...]"""
+Usage (a CUDA machine): python scripts/gpu/softmax_plans.py OUT.json [methods] [N,N,...]
+  or: python scripts/gpu/softmax_plans.py OUT.json caps   the register caps of the 64-a-thread
+      kernels (softmax.cu's ONE_READ_REGS_* settings, CAPS), pipelined, on the widths that take them"""
 import json
 import sys
 from pathlib import Path
@@ -49,7 +51,30 @@ def main(path, methods=",".join(METHODS), ns=None):
                                       "rows": rows}, indent=0) + "\n")
 
 
-def probe(methods, ns=NS):
+# -D settings of the register caps, and the widths whose plans take 64 elements a thread
+# -D settings of the register caps (softmax.cu's ONE_READ_REGS_*), each given in full
+def _caps(r16, r32, r32_wide):
+    return {"ONE_READ_REGS_16_64": r16, "ONE_READ_REGS_32_64": r32, "ONE_READ_REGS_32_64_WIDE": r32_wide}
+
+
+CAPS = {"fp32_128": _caps(80, 128, 128), "fp32_80": _caps(80, 80, 80), "16bit_72": _caps(72, 128, 128),
+        "16bit_64": _caps(64, 128, 128)}
+CAP_NS = (32768, 50257, 65536, 100000, 128256, 131072, 262144)
+
+
+def caps(path):
+    from reimpl.device import runtime
+    rows = []
+    for setting, values in CAPS.items():
+        runtime.get().use_compile_options(tuple(f"-D{k}={v}" for k, v in values.items()))
+        for r in probe(["pipelined"], CAP_NS, only=lambda name: "ept64" in name):
+            rows.append({**r, "setting": setting})
+    runtime.get().use_compile_options(())
+    Path(path).write_text(json.dumps({**stamp(), "method": {"pipelined": METHODS["pipelined"]},
+                                      "settings": CAPS, "rows": rows}, indent=0) + "\n")
+
+
+def probe(methods, ns=NS, only=lambda name: True):
     rows = []
     for dname, dtype in DTYPES.items():
         for N in ns:
@@ -57,7 +82,8 @@ def probe(methods, ns=NS):
             x = torch.randn(M, N, device="cuda", dtype=dtype)
             fns = {"copy": lambda: x.clone()}
             for name, p in plans(N, dtype.itemsize):
-                fns[name] = (lambda p=p: softmax.run("one_read", x, plan=p))
+                if only(name):
+                    fns[name] = (lambda p=p: softmax.run("one_read", x, plan=p))
             for method in methods:
                 ms = gpu_time(fns, reps=20, rounds=3, flush_l2=method == "flushed")
                 for k, t in ms.items():
@@ -68,4 +94,4 @@ def probe(methods, ns=NS):
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    caps(sys.argv[1]) if sys.argv[2:3] == ["caps"] else main(*sys.argv[1:])

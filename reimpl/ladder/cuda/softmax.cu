@@ -515,16 +515,30 @@ __device__ __forceinline__ void row_pass_smem(const T* X, int64_t M, int64_t N, 
 // --8<-- [end:row_pass]
 
 // The registers a thread of the *_regs kernels may take: 128 (blocks of up to REGS_MAX_BLOCK threads),
-// but 80 where a 16-bit row puts 64 elements a thread (their exps, as floats, take 64), so that three
-// blocks of 256 share an SM where the 98 the compiler would take leave room for two.
-template <typename T>
+// but 80 where a row puts 64 elements a thread in blocks of up to 256, so that three blocks share an
+// SM where the compiler would take enough for two: 16-bit rows (their exps, as floats, take 64
+// registers) and float32 rows over a cluster of 16. A float32 kernel for 8 blocks spills at 80 and
+// runs slower than at 128 (results/softmax_caps.json times the settings below against each other).
+#ifndef ONE_READ_REGS_16_64
+#define ONE_READ_REGS_16_64 80
+#endif
+#ifndef ONE_READ_REGS_32_64
+#define ONE_READ_REGS_32_64 128
+#endif
+#ifndef ONE_READ_REGS_32_64_WIDE
+#define ONE_READ_REGS_32_64_WIDE 80
+#endif
+template <typename T, unsigned CLUSTER>
 __host__ __device__ constexpr int regs_cap(unsigned elems) {
-  return sizeof(T) == 2 && elems == 64 ? 80 : 65536 / REGS_MAX_BLOCK;
+  return elems != 64       ? 65536 / REGS_MAX_BLOCK
+         : sizeof(T) == 2  ? ONE_READ_REGS_16_64
+         : CLUSTER == 16   ? ONE_READ_REGS_32_64_WIDE
+                           : ONE_READ_REGS_32_64;
 }
 
 // --8<-- [start:softmax_online_regs]
 template <typename T, typename T_ACC, unsigned VEC, unsigned VECS, unsigned LANES, unsigned CLUSTER, bool WHOLE>
-__global__ void __maxnreg__(regs_cap<T>(VEC * VECS)) __cluster_dims__(CLUSTER, 1, 1)
+__global__ void __maxnreg__((regs_cap<T, CLUSTER>(VEC * VECS))) __cluster_dims__(CLUSTER, 1, 1)
     softmax_online_regs(const T* X, T* Y, int64_t M, int64_t N) {
   __shared__ RowScratch scratch;
   SoftmaxOut<T> epi{Y};
@@ -547,7 +561,7 @@ __global__ void __launch_bounds__(REGS_MAX_BLOCK) __cluster_dims__(CLUSTER, 1, 1
 // log(d) + m - x[target], and the gradient is written straight from the held row: the probabilities
 // are never stored.
 template <typename T, typename T_ACC, unsigned VEC, unsigned VECS, unsigned LANES, unsigned CLUSTER, bool WHOLE>
-__global__ void __maxnreg__(regs_cap<T>(VEC * VECS)) __cluster_dims__(CLUSTER, 1, 1)
+__global__ void __maxnreg__((regs_cap<T, CLUSTER>(VEC * VECS))) __cluster_dims__(CLUSTER, 1, 1)
     cross_entropy_regs(const T* X, const int64_t* target, T* dX, float* loss, const float* grad_scale, int64_t M,
                        int64_t N, int64_t ignore_index) {
   __shared__ RowScratch scratch;
