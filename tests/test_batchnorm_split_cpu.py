@@ -18,7 +18,7 @@ from reimpl.device import compile as compile_mod, runtime
 from reimpl.ladder import accuracy, batchnorm, batchnorm_split as bs, registry
 
 TEMPLATES = (bs.PARTIAL, bs.PARTIAL_CL, bs.FINALIZE, bs.APPLY, bs.BWD_PARTIALS, bs.BWD_PARTIALS_CL, bs.BWD_FINALIZE,
-             bs.BWD_DX, bs.BWD_CHANNEL)
+             bs.BWD_DX, bs.FWD_HELD, bs.BWD_HELD)
 SRC = (bs.SOURCE.directory / bs.SOURCE.main).read_text()
 
 
@@ -26,14 +26,16 @@ def test_compiles_for_sm90_without_diagnostics():
     prog = compile_mod.build(bs.SOURCE, "sm_90", use_cache=False)
     assert prog.log == "", prog.log
     # per storage type and parameter type (1 for float32, 2 for 16-bit x): 4 partial kernels x 2
-    # widths, 2 finalizes and bn_backward_channel; per storage type 2 x 3 elementwise
-    assert len(bs._instantiations()) == 5 * (4 * 2 + 3) + 3 * 6
+    # widths, 2 finalizes, and the held kernels at each (vec, words): scalars 1 to 16 words, each;
+    # the forward's 16-byte words up to 64 values (float32: 1 to 16 words of 4; 16-bit: 1 to 8 of
+    # 8), the backward's up to 16 (1 to 4; 1 or 2); per storage type 2 x 3 elementwise
+    assert len(bs._instantiations()) == 5 * (4 * 2 + 2) + (2 * 5 + 5 + 3) + 4 * (2 * 5 + 4 + 2) + 3 * 6
     assert set(prog.lowered) == {k.expr for k in bs._instantiations()}
 
 
 def test_every_kernel_is_launched_by_name_and_has_its_section():
     assert registry.BY_NAME["bn_split"].source == "reimpl/ladder/cuda/" + bs.SOURCE.main
-    kernels = re.findall(r"__global__ void (\w+)\(", SRC)
+    kernels = re.findall(r"__global__ void\s+(?:__\w+__\([^)]*\)\s+)*(\w+)\(", SRC)
     assert sorted(kernels) == sorted(t.name for t in TEMPLATES)
     for k in kernels + ["last_block"]:
         assert f"// --8<-- [start:{k}]" in SRC and f"// --8<-- [end:{k}]" in SRC, k
@@ -42,6 +44,7 @@ def test_every_kernel_is_launched_by_name_and_has_its_section():
     # the constants both sides use
     for name in ("COLUMN_THREADS", "CHUNK"):
         assert int(re.search(rf"constexpr unsigned {name} = (\d+);", SRC).group(1)) == getattr(bs, name)
+    assert int(re.search(r"constexpr unsigned HELD_THREADS = (\d+);", SRC).group(1)) == bs.CHANNEL_THREADS
 
 
 RESNET50 = ((64, 112, 112), (64, 56, 56), (256, 56, 56), (128, 56, 56), (128, 28, 28), (512, 28, 28), (256, 28, 28),
@@ -137,6 +140,7 @@ def test_rounding_levels_within_the_stated_bound_on_every_checked_shape():
             assert bs.one_block_levels(N * HW) <= accuracy.BN_LEVELS, shape
     # the one-block kernels' worst case: at most ONE_BLOCK_VALUES values a channel
     assert bs.one_block_levels(bs.ONE_BLOCK_VALUES) == 16 + 9 <= accuracy.BN_LEVELS
+    assert bs.one_block_levels(bs.HELD_FORWARD_VALUES) == 64 + 9 <= accuracy.BN_LEVELS  # the held forward's
     for dtype in accuracy.STORAGE_ULP:
         for what in accuracy.BN_WHAT:
             limit, why = accuracy.batchnorm_bound(dtype, what)
@@ -163,29 +167,39 @@ def test_forward_and_backward_launch_the_plan():
                    ("bn_backward_dx<float, float, false, 4u>", (1056, 1, 1), (256, 1, 1), 0)]
 
 
-@pytest.mark.parametrize("shape,one_block", [
-    ((32, 256, 14, 14), True), ((8, 512, 7, 7), True), ((32, 2048, 7, 7), True), ((32, 1024, 14, 14), True),
-    ((8, 256, 32, 32), True),     # ONE_BLOCK_VALUES values a channel: still one block
-    ((9, 256, 32, 32), False),    # 1024 more
-    ((32, 131, 14, 14), False),   # fewer channels than SMs
-    ((32, 512, 28, 28), False),   # long channels: the split wins
-    ((6304, 768), False), ((32, 256, 1, 1), False),  # columns input: never
+@pytest.mark.parametrize("shape,fwd_held,bwd_held", [
+    ((32, 256, 14, 14), True, True), ((8, 512, 7, 7), True, True), ((32, 2048, 7, 7), True, True),
+    ((32, 1024, 14, 14), True, True),
+    ((8, 256, 32, 32), True, True),      # ONE_BLOCK_VALUES values a channel: still one block
+    ((9, 256, 32, 32), True, False),     # 1024 more: the forward, in 16-byte words, holds up to 32768
+    ((32, 512, 28, 28), True, False),
+    ((32, 512, 29, 29), False, False),   # runs of 841: no 16-byte words, so ONE_BLOCK_VALUES
+    ((48, 256, 28, 28), False, False),   # past HELD_FORWARD_VALUES
+    ((32, 120, 14, 14), True, True),     # a tenth of the SMs idle at most
+    ((32, 110, 14, 14), False, False),   # a sixth idle
+    ((6304, 768), False, False), ((32, 256, 1, 1), False, False),  # columns input: never
 ], ids=str)
-def test_short_channels_take_one_block_each(shape, one_block):
-    """NCHW with at most ONE_BLOCK_VALUES values a channel and C >= the SMs: bn_kernel's forward and
-    bn_backward_channel, one launch each, C blocks; otherwise the split's two launches."""
+def test_short_channels_take_one_block_each(shape, fwd_held, bwd_held):
+    """NCHW with at most ONE_BLOCK_VALUES values a channel (the forward, where HW is a multiple of the
+    16-byte word: HELD_FORWARD_VALUES) and C at least nine tenths of the SMs: bn_forward_held and
+    bn_backward_held, one launch each, C blocks of 512 holding a channel each (16-byte words of 8
+    halves where HW is a multiple of 8; the fewest words a thread, a power of two, that hold it);
+    otherwise the split's two launches."""
     C, N, HW = shape[1], shape[0], math.prod(shape[2:])
     x, w = torch.zeros(shape, dtype=torch.float16), torch.ones(C)
-    assert bs.one_block_per_channel(N, C, HW, HW == 1) == one_block
     fwd = _launches(lambda: bs.batch_norm_train_forward_split(x, w, w, w.clone(), w.clone()))
     bwd = _launches(lambda: bs.batch_norm_train_backward_split(x, x, w, torch.zeros(C), torch.ones(C)))
-    if one_block:
-        assert fwd == [("bn_train_forward<__half, float, float>", (C, 1, 1), (batchnorm.BLOCK, 1, 1), 0)]
-        assert bwd == [("bn_backward_channel<__half, float, float>", (C, 1, 1), (bs.CHANNEL_THREADS, 1, 1), 0)]
+    vec = 8 if HW % 8 == 0 else 1
+    targs = f"<__half, float, float, {vec}u, {1 << max(0, math.ceil(math.log2(N * HW / (512 * vec))))}u>"
+    fin = ["bn_finalize_stats"] if HW == 1 else []  # columns: the merge in a launch of its own
+    cl = "_cl" if HW == 1 else ""
+    if fwd_held:
+        assert fwd == [("bn_forward_held" + targs, (C, 1, 1), (512, 1, 1), 0)]
     else:
-        fin = ["bn_finalize_stats"] if HW == 1 else []  # columns: the merge in a launch of its own
-        cl = "_cl" if HW == 1 else ""
         assert [g[0].split("<")[0] for g in fwd] == ["bn_partial_stats" + cl, *fin, "bn_apply"]
+    if bwd_held:
+        assert bwd == [("bn_backward_held" + targs, (C, 1, 1), (512, 1, 1), 0)]
+    else:
         assert [g[0].split("<")[0] for g in bwd] == [
             "bn_backward_partials" + cl, *(["bn_backward_finalize"] if fin else []), "bn_backward_dx"]
 
@@ -232,8 +246,8 @@ def test_wide_tiles_leave_the_merge_to_the_finalize(shape, dtype, states, monkey
 
 
 def test_one_block_launch_arguments():
-    """bn_train_forward gets bn_kernel's arguments (as batchnorm.py's launcher passes them);
-    bn_backward_channel dy, x, the saved statistics, the weight, dweight, dbias, dx and (N, C, HW)."""
+    """bn_forward_held gets bn_kernel's arguments (as batchnorm.py's launcher passes them);
+    bn_backward_held dy, x, the saved statistics, the weight, dweight, dbias, dx and (N, C, HW)."""
     x, w, b = torch.zeros(8, 512, 7, 7), torch.ones(512), torch.zeros(512)
     rm, rv = torch.zeros(512), torch.ones(512)
     with runtime.use(runtime.RecordingRuntime()) as rt:

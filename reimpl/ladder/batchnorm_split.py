@@ -10,9 +10,10 @@ direction (three for channels-last tiles too wide to merge in one block, `Plan.l
     backward: sum(dy), sum(dy * (x - mean)) per slice, the last block adding (dweight, dbias,
               coefficients) -> dx = (dy - mean_dy - (x - mean) * invstd^2 * mean_dy_xmu) * invstd * w
 
-NCHW input with short channels (at most ONE_BLOCK_VALUES values) and at least as many channels as
-SMs takes one block per channel instead, one launch a direction: bn_kernel's `bn_train_forward`
-(batchnorm.cu) forward, `bn_backward_channel` backward (`one_block_per_channel`).
+NCHW input with short channels (at most ONE_BLOCK_VALUES values; the forward, in 16-byte words,
+HELD_FORWARD_VALUES) and about as many channels as SMs takes one block per channel instead, one
+launch a direction, the channel held in registers so that x (and dy) is read once:
+`bn_forward_held` and `bn_backward_held` (`one_block_per_channel`, `held_shape`).
 
     batch_norm_train_forward_split(x, weight, bias, running_mean, running_var, momentum, eps)
         -> (y, save_mean, save_invstd)
@@ -39,7 +40,7 @@ import torch
 
 from ..device import runtime
 from ..device.kernel_types import KernelTemplate, float_
-from . import batchnorm, registry
+from . import registry
 from .batchnorm import check_train_inputs
 from .launch import STORAGE, cuda_source, launch
 
@@ -59,7 +60,7 @@ LAST_BLOCK_STATES = 0
 # (13.7 vs 20.6 us at C = 256, 37.2 vs 41.3 at C = 1024; even at C = 2048); 32768 was no better in
 # the probe.
 ONE_BLOCK_VALUES = 8192
-CHANNEL_THREADS = 512      # bn_backward_channel's block, as bn_kernel's (batchnorm.BLOCK)
+CHANNEL_THREADS = 512      # the held kernels' block (cuda: HELD_THREADS), as bn_kernel's (batchnorm.BLOCK)
 CHUNK = 4                  # values of a channel a thread loads before folding them (cuda: CHUNK)
 MIN_VALUES = 16384         # a block folds at least this many values: below, its merges cost more than its loads
 STATE_BYTES = 24           # a columns slice leaves 12 bytes a column, written once and read once...
@@ -118,16 +119,44 @@ def _slices(target_blocks: int, blocks_per_slice: int, extent: int, min_extent: 
     return _cdiv(extent, per_slice), per_slice
 
 
-def one_block_per_channel(N: int, C: int, HW: int, columns: bool, sms: int = 132) -> bool:
-    """Whether the NCHW passes take one block per channel (bn_train_forward, bn_backward_channel):
-    short channels, where the split's second launch and its tail cost more than the work, and at
-    least one channel per SM, so C blocks fill the GPU."""
-    return not columns and N * HW <= ONE_BLOCK_VALUES and C >= sms
+def one_block_per_channel(N: int, C: int, HW: int, columns: bool, sms: int = 132,
+                          values: int = ONE_BLOCK_VALUES) -> bool:
+    """Whether an NCHW pass takes one block per channel (bn_forward_held, bn_backward_held): channels
+    of at most `values` values, short enough for one block's registers, where the split's second
+    launch, its tail and its second read cost more than the work; channels enough that C blocks
+    leave at most a tenth of the SMs idle; and fewer than 2^31 elements (the kernels' offsets)."""
+    return not columns and N * HW <= values and 10 * C >= 9 * sms and N * C * HW < 2**31
+
+
+def held_forward_values(HW: int, itemsize: int, aligned: bool) -> int:
+    """The longest channel the forward holds: HELD_FORWARD_VALUES where it is read in 16-byte words
+    (64 values a thread: the backward, holding dy as well, stops at ONE_BLOCK_VALUES), else
+    ONE_BLOCK_VALUES."""
+    return HELD_FORWARD_VALUES if aligned and HW % (16 // itemsize) == 0 else ONE_BLOCK_VALUES
 
 
 def one_block_levels(count: int) -> int:
     """Rounding levels on a channel's sums in the one-block kernels: values per thread, then the tree."""
     return _cdiv(count, CHANNEL_THREADS) + int(math.log2(CHANNEL_THREADS))
+
+
+HELD_WORDS = (1, 2, 4, 8, 16)  # words a thread of the held kernels holds
+HELD_FORWARD_VALUES = 32768    # 64 values a thread of 512: the forward's longest held channel
+
+
+def held_shape(count: int, HW: int, itemsize: int, aligned: bool) -> tuple[int, int]:
+    """(vec, words) of bn_forward_held / bn_backward_held for a channel of `count` values in runs of
+    HW: 16-byte words where the runs are whole words, and the fewest words a thread (a power of
+    two) that hold the channel in CHANNEL_THREADS threads."""
+    V = 16 // itemsize
+    vec = V if aligned and HW % V == 0 else 1
+    need = _cdiv(count, CHANNEL_THREADS * vec)
+    return vec, next(w for w in HELD_WORDS if w >= need)
+
+
+def _held_instances(values: int, vecs: tuple) -> list[tuple[int, int]]:
+    """The (vec, words) instantiated for channels of up to `values` values."""
+    return [(v, w) for v in vecs for w in HELD_WORDS if v * w <= values // CHANNEL_THREADS]
 
 
 @lru_cache(maxsize=1024)
@@ -203,7 +232,7 @@ _BWD_PARTIALS = ("ptr",) * 10 + ("int64",) * 4
 _BWD_PARTIALS_CL = ("ptr",) * 10 + ("int64",) * 3
 _BWD_FINALIZE = ("ptr",) * 7 + ("int64",) * 3
 _DX = ("ptr",) * 4 + ("int64",) * 3
-_BWD_CHANNEL = ("ptr",) * 8 + ("int64",) * 3
+_BWD_HELD = ("ptr",) * 8 + ("int64",) * 3
 
 
 def _instantiations() -> list:
@@ -214,7 +243,10 @@ def _instantiations() -> list:
         for P in dict.fromkeys((T, float_)):
             for t in (PARTIAL, PARTIAL_CL, BWD_PARTIALS, BWD_PARTIALS_CL):
                 out += [t[T, float_, P, v] for v in vecs]
-            out += [FINALIZE[T, float_, P], BWD_FINALIZE[T, float_, P], BWD_CHANNEL[T, float_, P]]
+            out += [FINALIZE[T, float_, P], BWD_FINALIZE[T, float_, P]]
+            out += [FWD_HELD[T, float_, P, v, w] for v, w in _held_instances(HELD_FORWARD_VALUES, vecs)
+                    if v > 1 or v * w <= ONE_BLOCK_VALUES // CHANNEL_THREADS]
+            out += [BWD_HELD[T, float_, P, v, w] for v, w in _held_instances(ONE_BLOCK_VALUES, vecs)]
         for cl, v in ((False, 1), (False, vecs[1]), (True, vecs[1])):
             out += [APPLY[T, float_, cl, v], BWD_DX[T, float_, cl, v]]
     return out
@@ -229,7 +261,8 @@ BWD_PARTIALS = KernelTemplate("bn_backward_partials", _BWD_PARTIALS, SOURCE, "la
 BWD_PARTIALS_CL = KernelTemplate("bn_backward_partials_cl", _BWD_PARTIALS_CL, SOURCE, "ladder")
 BWD_FINALIZE = KernelTemplate("bn_backward_finalize", _BWD_FINALIZE, SOURCE, "ladder")
 BWD_DX = KernelTemplate("bn_backward_dx", _DX, SOURCE, "ladder")
-BWD_CHANNEL = KernelTemplate("bn_backward_channel", _BWD_CHANNEL, SOURCE, "ladder")
+FWD_HELD = KernelTemplate("bn_forward_held", ("ptr",) * 8 + ("int64",) * 3 + ("T_ACC", "T_ACC"), SOURCE, "ladder")
+BWD_HELD = KernelTemplate("bn_backward_held", _BWD_HELD, SOURCE, "ladder")
 
 # The last-block merges' arrival counters: int32, zero when no launch is running, as every launch
 # leaves them. One array per (device, stream): two launches in flight on different streams would
@@ -306,8 +339,10 @@ def _forward(x, weight, bias, running_mean, running_var, momentum, eps):
         sms = _sms()
         stats = (save_mean.data_ptr(), save_invstd.data_ptr())
         running = (_ptr(running_mean), _ptr(running_var))
-        if one_block_per_channel(N, C, HW, columns, sms):
-            launch(batchnorm.TEMPLATE[T, float_, P], (C,), (batchnorm.BLOCK,), 0, X.data_ptr(), _ptr(weight),
+        aligned = _aligned(X, Y)
+        if one_block_per_channel(N, C, HW, columns, sms, held_forward_values(HW, X.element_size(), aligned)):
+            vec, words = held_shape(N * HW, HW, X.element_size(), aligned)
+            launch(FWD_HELD[T, float_, P, vec, words], (C,), (CHANNEL_THREADS,), 0, X.data_ptr(), _ptr(weight),
                    _ptr(bias), Y.data_ptr(), *stats, *running, N, C, HW, float(momentum), float(eps))
             return Y, save_mean, save_invstd, X
         # [mean | invstd * w | b] for the elementwise pass, then the S * C partial states (n, mean, M2)
@@ -388,8 +423,9 @@ def batch_norm_train_backward_split(dy, x, weight, save_mean, save_invstd):
         sms = _sms()
         stats = (save_mean.data_ptr(), save_invstd.data_ptr(), _ptr(weight))
         if one_block_per_channel(N, C, HW, columns, sms):
-            launch(BWD_CHANNEL[T, float_, P], (C,), (CHANNEL_THREADS,), 0, DY.data_ptr(), X.data_ptr(), *stats,
-                   _ptr(dweight), _ptr(dbias), DX.data_ptr(), N, C, HW)
+            vec, words = held_shape(N * HW, HW, X.element_size(), _aligned(X, DY, DX))
+            launch(BWD_HELD[T, float_, P, vec, words], (C,), (CHANNEL_THREADS,), 0, DY.data_ptr(), X.data_ptr(),
+                   *stats, _ptr(dweight), _ptr(dbias), DX.data_ptr(), N, C, HW)
             return DX, dweight, dbias
         # [mean | mean_dy | invstd^2 * mean_dy_xmu | invstd * w] for dx, then S * C partial sums
         plan, ew, ws, coef, part, arrived = _two_pass(X, (DY, DX), columns, C, HW, sms, coefs=4, state=2)

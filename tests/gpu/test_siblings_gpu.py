@@ -252,9 +252,9 @@ def test_batchnorm_split_module_trains_as_torch(layout):
     assert float((ours.weight - start).abs().min()) > 0  # it trained
 
 
-# short NCHW channels, at least one per SM: one block per channel (bn_train_forward and
-# bn_backward_channel; batchnorm_split.one_block_per_channel); channels-last, the split's columns
-SHORT_CHANNELS = ((32, 256, 14, 14), (8, 512, 7, 7), (8, 256, 32, 32))
+# short NCHW channels, at least one per SM: one block per channel holding it (bn_forward_held and
+# bn_backward_held; batchnorm_split.one_block_per_channel); channels-last, the split's columns
+SHORT_CHANNELS = ((32, 256, 14, 14), (8, 512, 7, 7), (8, 256, 32, 32), (32, 2048, 7, 7), (4, 256, 9, 9))
 
 
 @pytest.mark.parametrize("layout", se.BN_LAYOUTS)
@@ -266,6 +266,25 @@ def test_batchnorm_split_short_channels_within_bounds(dtype, pdtype, layout):
     for shape in SHORT_CHANNELS:
         N, C, HW = shape[0], shape[1], shape[2] * shape[3]
         assert bs.one_block_per_channel(N, C, HW, False, torch.cuda.get_device_properties(0).multi_processor_count)
+        for family in accuracy.BN_FAMILIES:
+            _assert_split_within_bounds(se.measure_batchnorm_split(dtype, pdtype, family, shape, layout))
+
+
+# NCHW channels of whole 16-byte words up to HELD_FORWARD_VALUES: the forward holds them (64 values a
+# thread at most), the backward takes the split
+LONG_HELD = ((32, 128, 28, 28), (16, 160, 28, 28))
+
+
+@pytest.mark.parametrize("layout", ["contiguous"])
+@pytest.mark.parametrize("dtype,pdtype", se.BN_SPLIT_DTYPES, ids=lambda v: v)
+def test_batchnorm_split_long_held_channels_within_bounds(dtype, pdtype, layout):
+    from reimpl.ladder import batchnorm_split as bs
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for shape in LONG_HELD:
+        N, C, HW = shape[0], shape[1], shape[2] * shape[3]
+        itemsize = 4 if dtype == "float32" else 2
+        assert bs.one_block_per_channel(N, C, HW, False, sms, bs.held_forward_values(HW, itemsize, True))
+        assert not bs.one_block_per_channel(N, C, HW, False, sms)
         for family in accuracy.BN_FAMILIES:
             _assert_split_within_bounds(se.measure_batchnorm_split(dtype, pdtype, family, shape, layout))
 

@@ -10,8 +10,8 @@
 // by tiles of rows) is after apex's SyncBatchNorm and torch's
 // batch_norm_collect_statistics_channels_last_kernel; the last-block merge after CUDA's
 // threadFenceReduction sample. The backward is split the same way. For channels short enough that
-// one block each is faster and numerous enough to fill the GPU, the launcher runs
-// bn_train_forward and bn_backward_channel (below) instead. The code is ours, written to teach,
+// one block each is faster and numerous enough to fill the GPU, the launcher runs bn_forward_held
+// and bn_backward_held (below) instead: a block per channel, the channel held in its registers. The code is ours, written to teach,
 // and not bit-identical to torch (its error bounds are stated in reimpl/ladder/accuracy.py).
 //
 // Contract (the launchers in reimpl/ladder/batchnorm_split.py, which choose S, the tiles and the
@@ -563,26 +563,113 @@ __global__ void bn_backward_dx(const T* DY, const T* X, T* DX, const float* coef
 }
 // --8<-- [end:bn_backward_dx]
 
-// --8<-- [start:bn_backward_channel]
-// The backward with one block per channel, bn_train_forward's shape, for short channels (the
-// launcher's ONE_BLOCK_VALUES) of which there are enough to fill the GPU: one launch instead of
-// two, no workspace. Block c adds dy and dy * (x - mean) over its channel (the walk of
-// bn_train_forward), then block_tree_reduce gives every thread the same sums, so each computes the
-// coefficients itself (dx_coef, no shared-memory round trip) and thread 0 writes dweight and dbias;
-// then dx, reading the channel's x and dy a second time (from L2: a channel is at most a few
-// tens of KB).
-template <typename T, typename T_ACC, typename P>
-__global__ void bn_backward_channel(const T* DY, const T* X, const float* save_mean, const float* save_invstd,
-                                    const P* W, P* dweight, P* dbias, T* DX, int64_t N, int64_t C, int64_t HW) {
+// --8<-- [start:bn_forward_held]
+// One block per channel again, with the channel held in registers between the reduction and the
+// elementwise pass, so that x (and, backward, dy) is read from memory once: the single read that
+// cuDNN's bn_fw_tr_1C11_singleread and bn_bw_1C11_singleread are named for (their code is not
+// public; this is ours). Word w of the channel's N * HW / VEC (VEC values; VEC > 1 where HW is a
+// multiple of the 16-byte word) is word w / blockDim.x of thread w % blockDim.x, so a warp's loads
+// cover consecutive words of a run; its sample is n = w / (HW / VEC). Every thread issues all its
+// loads, a predicated load a word, before it uses any. The forward's statistics take two passes over
+// the registers, the mean and then the squared deviations about it: nothing cancels, and no division
+// an element as Welford's update takes.
+constexpr unsigned HELD_THREADS = 512;  // batchnorm_split.CHANNEL_THREADS
+
+template <typename T, unsigned VEC, unsigned WORDS>
+struct ChannelHeld {
+  int at[WORDS];  // the word's first element, from the channel's first (the launcher: numel < 2^31)
+  int words;      // the channel's
+  __device__ __forceinline__ ChannelHeld(int64_t N, int64_t C, int64_t HW) {
+    const int run = (int)(HW / VEC), stride = (int)(C * HW);
+    words = (int)(N * HW / VEC);
+#pragma unroll
+    for (unsigned k = 0; k < WORDS; ++k) {
+      const int w = (int)(k * blockDim.x + threadIdx.x), n = w / run;
+      at[k] = n * stride + (w - n * run) * VEC;
+    }
+  }
+  // word k is the channel's (the last threads' last words may not be)
+  __device__ __forceinline__ bool in(unsigned k) const { return (int)(k * blockDim.x + threadIdx.x) < words; }
+  // every word's load issued before any is used; a word outside the channel holds zeros
+  __device__ __forceinline__ void load(const T* X, float (&v)[WORDS][VEC]) const {
+    Vec<T, VEC> raw[WORDS];
+#pragma unroll
+    for (unsigned k = 0; k < WORDS; ++k) {
+#pragma unroll
+      for (unsigned j = 0; j < VEC; ++j) raw[k].v[j] = from_f<T>(0.f);
+      if (in(k)) raw[k] = *reinterpret_cast<const Vec<T, VEC>*>(X + at[k]);
+    }
+#pragma unroll
+    for (unsigned k = 0; k < WORDS; ++k)
+#pragma unroll
+      for (unsigned j = 0; j < VEC; ++j) v[k][j] = to_f(raw[k].v[j]);
+  }
+};
+
+template <typename T, typename T_ACC, typename P, unsigned VEC, unsigned WORDS>
+__global__ void __launch_bounds__(HELD_THREADS)
+    bn_forward_held(const T* X, const P* W, const P* B, T* Y, float* save_mean, float* save_invstd,
+                    P* running_mean, P* running_var, int64_t N, int64_t C, int64_t HW, T_ACC momentum, T_ACC eps) {
+  __shared__ float red[2][32];
+  const int64_t c = blockIdx.x, count = N * HW;
+  const ChannelHeld<T, VEC, WORDS> ch(N, C, HW);
+  float v[WORDS][VEC];
+  ch.load(X + c * HW, v);
+  float s = 0.f;
+#pragma unroll
+  for (unsigned k = 0; k < WORDS; ++k)
+#pragma unroll
+    for (unsigned j = 0; j < VEC; ++j) s += v[k][j];
+  const float mean = block_all_reduce(s, 0.f, red[0], Sum()) / (float)count;
+  float q = 0.f;
+#pragma unroll
+  for (unsigned k = 0; k < WORDS; ++k) {
+    float qk = 0.f;
+#pragma unroll
+    for (unsigned j = 0; j < VEC; ++j) {
+      const float d = v[k][j] - mean;
+      qk += d * d;
+    }
+    q += ch.in(k) ? qk : 0.f;  // a zero word outside the channel is not a deviation
+  }
+  const Welford st{(float)count, mean, block_all_reduce(q, 0.f, red[1], Sum())};
+  const float invstd = bn_invstd(st, count, eps);
+  if (threadIdx.x == 0) bn_store_stats(st, invstd, c, count, momentum, save_mean, save_invstd, running_mean, running_var);
+  const float scale = invstd * (W != nullptr ? to_f(W[c]) : 1.f), b = B != nullptr ? to_f(B[c]) : 0.f;
+#pragma unroll
+  for (unsigned k = 0; k < WORDS; ++k) {
+    if (ch.in(k)) {
+      float o[VEC];
+#pragma unroll
+      for (unsigned j = 0; j < VEC; ++j) o[j] = (v[k][j] - mean) * scale + b;
+      store_vec<VEC>(Y + c * HW + ch.at[k], o);
+    }
+  }
+}
+
+// --8<-- [end:bn_forward_held]
+
+// --8<-- [start:bn_backward_held]
+// The backward of a held channel: x and dy held, their two sums, then dx from the registers.
+template <typename T, typename T_ACC, typename P, unsigned VEC, unsigned WORDS>
+__global__ void __launch_bounds__(HELD_THREADS)
+    bn_backward_held(const T* DY, const T* X, const float* save_mean, const float* save_invstd, const P* W,
+                     P* dweight, P* dbias, T* DX, int64_t N, int64_t C, int64_t HW) {
   __shared__ Sums smem[32];
   const int64_t c = blockIdx.x, count = N * HW;
+  const ChannelHeld<T, VEC, WORDS> ch(N, C, HW);
+  float x[WORDS][VEC], dy[WORDS][VEC];
+  ch.load(DY + c * HW, dy);
+  ch.load(X + c * HW, x);
   const float m = save_mean[c];
   Sums t{0.f, 0.f};
-  channel_walk(c, N, C, HW, [&](int64_t i) {
-    const float dy = to_f(DY[i]);
-    t.dy += dy;
-    t.dyx += dy * (to_f(X[i]) - m);
-  });
+#pragma unroll
+  for (unsigned k = 0; k < WORDS; ++k)
+#pragma unroll
+    for (unsigned j = 0; j < VEC; ++j) {
+      t.dy += dy[k][j];  // zero outside the channel, so no test
+      t.dyx += dy[k][j] * (x[k][j] - m);
+    }
   t = block_tree_reduce(t, smem, SumsAdd());
   const float invstd = save_invstd[c];
   if (threadIdx.x == 0) {
@@ -590,10 +677,16 @@ __global__ void bn_backward_channel(const T* DY, const T* X, const float* save_m
     if (dbias != nullptr) dbias[c] = from_f<P>(t.dy);
   }
   const DxCoef k = dx_coef(t, invstd, W != nullptr ? to_f(W[c]) : 1.f, count);
-  channel_walk(c, N, C, HW, [&](int64_t i) {
-    DX[i] = from_f<T>((to_f(DY[i]) - k.mean_dy - (to_f(X[i]) - m) * k.proj) * k.scale);
-  });
+#pragma unroll
+  for (unsigned w = 0; w < WORDS; ++w) {
+    if (ch.in(w)) {
+      float o[VEC];
+#pragma unroll
+      for (unsigned j = 0; j < VEC; ++j) o[j] = (dy[w][j] - k.mean_dy - (x[w][j] - m) * k.proj) * k.scale;
+      store_vec<VEC>(DX + c * HW + ch.at[w], o);
+    }
+  }
 }
-// --8<-- [end:bn_backward_channel]
+// --8<-- [end:bn_backward_held]
 
 }  // namespace ladder

@@ -65,4 +65,14 @@ __device__ __forceinline__ S block_all_reduce(S s, S identity, S* smem, Merge me
 }
 // --8<-- [end:reduce_scaffold]
 
+// The float merges that commute bit for bit (the one-read kernels' maximum and sums, BatchNorm's sums).
+struct Max {
+  static constexpr bool commutes = true;
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+struct Sum {
+  static constexpr bool commutes = true;
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+
 }  // namespace ladder

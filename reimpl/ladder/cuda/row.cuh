@@ -17,14 +17,6 @@ struct alignas(sizeof(T) * VEC) Pack {
   T v[VEC];
 };
 
-struct Max {
-  static constexpr bool commutes = true;
-  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
-};
-struct Sum {
-  static constexpr bool commutes = true;
-  __device__ float operator()(float a, float b) const { return a + b; }
-};
 
 // A float reduced over the threads of a row: LANES lanes of a warp by a butterfly, or (LANES = 0) the
 // whole block, its warps through `red` (a slot a warp). Every thread gets the same bits.

@@ -54,7 +54,7 @@ __device__ __forceinline__ MD shfl_xor(MD s, int mask) {
   return {__shfl_xor_sync(FULL_MASK, s.m, mask), __shfl_xor_sync(FULL_MASK, s.d, mask)};
 }
 
-// The merges the scaffold (reduce.cuh) takes: (m, d) states (and row.cuh's Max and Sum, floats).
+// The merges the scaffold (reduce.cuh) takes: (m, d) states (and its own Max and Sum, floats).
 struct MdMerge {
   __device__ __forceinline__ MD operator()(MD a, MD b) const { return md_merge(a, b); }
 };
