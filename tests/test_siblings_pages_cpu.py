@@ -115,3 +115,17 @@ def test_the_word_drawing_is_the_plan():
             want = "whole" if all(mine) else "partial" if any(mine) else "none"
             assert w.get("data-kind") == want and int(w.get("data-lane")) == k % plan.lanes, (r, k)
     assert any(e.get("data-kind") == "partial" for e in rects)  # N = 10 rows do leave the word grid
+
+
+def test_batchnorm_held_constants_as_the_page_says():
+    """The held kernels' reach as batchnorm.md states it: the constants and the SM fraction."""
+    from reimpl.ladder import batchnorm_split as bs
+    text = _page("batchnorm.md")
+    t = bs.CHANNEL_THREADS
+    assert (f"`ONE_BLOCK_VALUES` ({bs.ONE_BLOCK_VALUES} values, {bs.ONE_BLOCK_VALUES // t} for each of a block's "
+            f"{t} threads)") in text
+    assert f"`HELD_FORWARD_VALUES` ({bs.HELD_FORWARD_VALUES}, {bs.HELD_FORWARD_VALUES // t} a thread)" in text
+    assert "(up to 64 values a thread forward; backward, 16 of x and 16 of dy)" in text
+    assert bs.HELD_FORWARD_VALUES // t == 64 and bs.ONE_BLOCK_VALUES // t == 16
+    assert "C at least nine tenths of the SM count" in text
+    assert bs.one_block_per_channel(1, 119, 1, False, 132) and not bs.one_block_per_channel(1, 118, 1, False, 132)

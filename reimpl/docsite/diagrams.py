@@ -200,18 +200,20 @@ def one_read_words(root: str, N: int = 10, rows: int = 3, itemsize: int = 4) -> 
             color = "#ef6c00" if kind == "partial" else "#3f51b5" if kind == "whole" else "#bbbbbb"
             b.append(f"<rect x='{xw}' y='{y}' width='{vec * cw}' height='{ch}' fill='none' stroke='{color}' "
                      f"stroke-width='2'{dash} data-row='{r}' data-word='{k}' data-lane='{lane}' data-kind='{kind}'/>")
-            b.append(_label(xw + vec * cw / 2, y + ch + 14, f"lane {lane}" + (" · by element" if kind == "partial"
+            b.append(_label(xw + vec * cw / 2, y + ch + 14, f"lane {lane}" + (" · partial" if kind == "partial"
                                                                                else " · not read" if kind == "none"
                                                                                else " · 16 bytes"),
                             "middle", size=9))
     w = x0 + words * (vec * cw + 8)
     b.append(_label(8, y0 + rows * dy + 2, f"Rows of {N} float32; {plan.lanes} lanes a row, {plan.vecs} word(s) of "
                     f"{vec} a lane; a slot shows row.element.", size=10))
-    b.append(_label(8, y0 + rows * dy + 18, "Grey slots belong to the neighbouring rows: never loaded, never written.",
+    b.append(_label(8, y0 + rows * dy + 18, "Dashed words hold the row in part: loaded whole, grey slots taken as -inf,",
                     size=10))
-    return _svg("one_read_words", w, y0 + rows * dy + 28, b,
-                f"Rows of {N} float32 elements over 16-byte words: whole words load at once, the first and last "
-                "words of a row an element at a time")
+    b.append(_label(8, y0 + rows * dy + 34, "stored an element at a time. Grey slots are the neighbouring rows', never "
+                    "written.", size=10))
+    return _svg("one_read_words", w, y0 + rows * dy + 44, b,
+                f"Rows of {N} float32 elements over 16-byte words: every word loads whole, and the first and last "
+                "words of a row are stored an element at a time")
 
 
 DIAGRAMS = {"dispatch": dispatch, "warp_shuffle": warp_shuffle, "interwarp": interwarp,

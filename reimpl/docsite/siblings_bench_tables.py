@@ -13,12 +13,19 @@ Rows: method, op, dtype, shape, kernel, ms, gbps, pct_copy (and layout, pass for
 """
 from __future__ import annotations
 
+import math
 import re
 
 from .ladder_tables import COLOURS, INK, SPARE, _data, _svg, caption, chart_style, legend_below
 
 BIG = 32 << 20  # a cell of at least 32 MB of copy-equivalent traffic: launch costs are noise there
 TARGET_90 = ("softmax", "cross_entropy")  # the ops held to 90% of copy; BatchNorm is held to torch's speed
+
+
+def _pct_range(pcts, dash: str = "–") -> str:
+    """min–max of percentages, the ends rounded outward (85.8 shows as 85, not 86), so that the range
+    holds every value a list beside it names."""
+    return f"{math.floor(min(pcts))}{dash}{math.ceil(max(pcts))}"
 # per op: our kernel, the kernels it is held against, and the copy-equivalent bytes of a shape
 OURS = {"softmax": "one_read", "cross_entropy": "cross_entropy_fused", "batchnorm": "bn_split"}
 RIVALS = {"softmax": ("torch_softmax", "three_pass", "online_block", "liger_softmax", "quack_softmax"),
@@ -98,7 +105,7 @@ def verdict_table(d: dict | None, op: str) -> str:
             f" {v['beats'][r][0]} of {v['beats'][r][1]} ({v['worst'][r][0]:.2f}x) |" if r in v["beats"] else " — |"
             for r in rivals)
         p = f" {v['pass'].replace('_', ' + ')} |" if op == "batchnorm" else ""
-        lines.append(f"| {v['dtype']} | {v['method']} |{p} {v['cells']} | {min(v['pcts']):.0f} – {max(v['pcts']):.0f} |"
+        lines.append(f"| {v['dtype']} | {v['method']} |{p} {v['cells']} | {_pct_range(v['pcts'], ' – ')} |"
                      + cells)
     return "\n".join(lines) + "\n"
 
@@ -360,7 +367,7 @@ def claim(d: dict | None, op: str) -> str:
     ours = OURS[op]
     out, head = [], ""
     for v in verdict(d, op):
-        span = f"`{ours}` at {min(v['pcts']):.0f}–{max(v['pcts']):.0f}% of copy over {v['cells']} cells{_beats(v)}."
+        span = f"`{ours}` at {_pct_range(v['pcts'])}% of copy over {v['cells']} cells{_beats(v)}."
         if v["pass"]:
             if head != f"- {v['dtype']}, {v['method']}:":
                 head = f"- {v['dtype']}, {v['method']}:"

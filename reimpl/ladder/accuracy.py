@@ -157,14 +157,16 @@ def softmax_bound(threads: int, dtype: str, N: int, parts: int = 1) -> tuple[int
     ours = 6 * -(-N // threads) + 4 * int(math.log2(threads)) + 3 + fast_exp_u(dtype) + (SPLIT_U if parts > 1 else 0)
     theirs = 6 * -(-N // 32) + 4 * 5 + 3
     fp32 = ours + theirs  # a relative error of c u is less than c ulps
-    why = ("float32: (6 · ceil(N/t) + 4 · log2 t + 3) u ours plus (6 · ceil(N/32) + 23) u torch's; with 16-bit "
-           f"storage, {fast_exp_u('bfloat16')} u more for ex2.approx; a row split into parts (warps, a cluster's "
-           f"blocks) whose exps take their own maximum, {SPLIT_U} u more for each part's rescale")
+    count = ("(6 · ceil(N/t) + 4 · log2 t + 3) u ours plus (6 · ceil(N/32) + 23) u torch's; a row split into "
+             f"parts (warps, a cluster's blocks) whose exps take their own maximum, {SPLIT_U} u more for each part's "
+             "rescale")
     if dtype == "float32":
-        return fp32, why
+        return fp32, "float32: " + count
     # the two float32 results differ by fp32 float32-ulps, a 2^(23 - m)-th of that in storage ulps,
     # and their roundings by at most one more
-    return 1 + (fp32 >> (23 - MANTISSA[dtype])), why + "; scaled to the storage type's ulp, plus one for the rounding"
+    return 1 + (fp32 >> (23 - MANTISSA[dtype])), (
+        f"bf16 and fp16: the float32 count, {count}, plus {fast_exp_u('bfloat16')} u for ex2.approx; scaled to the "
+        "storage type's ulp, plus one for the rounding")
 
 
 def cross_entropy_bound(threads: int, N: int, M: int, dtype: str, parts: int = 1) -> tuple[dict, str]:

@@ -571,8 +571,8 @@ __global__ void bn_backward_dx(const T* DY, const T* X, T* DX, const float* coef
 // multiple of the 16-byte word) is word w / blockDim.x of thread w % blockDim.x, so a warp's loads
 // cover consecutive words of a run; its sample is n = w / (HW / VEC). Every thread issues all its
 // loads, a predicated load a word, before it uses any. The forward's statistics take two passes over
-// the registers, the mean and then the squared deviations about it: nothing cancels, and no division
-// an element as Welford's update takes.
+// the registers, the mean and then the squared deviations about it: nothing cancels, and there is no
+// division per element, which Welford's update would take.
 constexpr unsigned HELD_THREADS = 512;  // batchnorm_split.CHANNEL_THREADS
 
 template <typename T, unsigned VEC, unsigned WORDS>

@@ -135,8 +135,10 @@ __global__ void softmax_online_block(const T* X, T* Y, int64_t M, int64_t N) {
 //
 // Rows need not start on a 16-byte boundary (a vocabulary of 50257): the loads walk the 16-byte words
 // that hold the row, from the one holding its first element (X's base is 16-byte aligned, the launcher
-// checks). The row's first and last words are read an element at a time, only the row's own elements,
-// the others counting as -inf; so no load leaves the row.
+// checks). In registers, the row's first and last words are loaded whole and their elements that are
+// not the row's set to -inf (the tensor's very last word is read an element at a time, so no load
+// leaves the tensor); staged in shared memory, they are read an element at a time. Either way they are
+// written an element at a time.
 
 // The exponential of the one-read kernels. For float32 storage, expf. For 16-bit storage, whose
 // output carries 8 or 11 bits, ex2.approx.ftz of v * log2(e) + EXP_BIAS, one FFMA and one MUFU
@@ -144,7 +146,7 @@ __global__ void softmax_online_block(const T* X, T* Y, int64_t M, int64_t N) {
 // exp / sum (and which cross-entropy's log takes back out), and which keeps every exp whose value
 // could round to a nonzero bf16 output clear of the subnormal range that .ftz flushes to 0. Its
 // relative error, about (|v| + 44) * 2^-24 + 2^-22, is far below half a bf16 or fp16 ulp
-// (accuracy.fast_exp_u counts it). A 16-bit row has twice the elements a byte of a float32 one.
+// (accuracy.fast_exp_u counts it). A 16-bit row has twice the elements per byte of a float32 one.
 template <typename T>
 struct RowExp {
   static constexpr float BIAS = sizeof(T) == 4 ? 0.f : 64.f;  // log2 of the exps' common factor
