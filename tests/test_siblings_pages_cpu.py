@@ -129,3 +129,25 @@ def test_batchnorm_held_constants_as_the_page_says():
     assert bs.HELD_FORWARD_VALUES // t == 64 and bs.ONE_BLOCK_VALUES // t == 16
     assert "C at least nine tenths of the SM count" in text
     assert bs.one_block_per_channel(1, 119, 1, False, 132) and not bs.one_block_per_channel(1, 118, 1, False, 132)
+
+
+def test_batchnorm_chart_marks_the_small_cells_as_the_page_says():
+    """batchnorm.md says a * marks the shapes whose forward moves under 32 MB: the chart's ticks, in
+    every pass's panel, carry it exactly where the benchmark's forward row of that shape counts fewer."""
+    from reimpl.docsite import siblings_bench_tables as sbt
+    assert "A * after a shape marks one whose forward (x read, y written) moves under 32 MB" in _page("batchnorm.md")
+    d = json.loads((ROOT / "results" / "siblings_bench.json").read_text())
+    forward = {(r["dtype"], tuple(r["shape"]), r["layout"]): sbt.nbytes(r) for r in d["rows"]
+               if r["op"] == "batchnorm" and r["pass"] == "forward" and r["method"] == "pipelined"}
+    cells = sbt._cells(d, "batchnorm")
+    marked = 0
+    for dtype in ("fp32", "bf16"):
+        for pass_ in ("forward", "forward_backward", "backward"):
+            xs, _ = sbt._positions(d, "batchnorm", dtype, pass_)
+            assert xs
+            for _, label, tick in xs:
+                row = next(iter(cells[dtype, "pipelined", label].values()))
+                small = forward[dtype, tuple(row["shape"]), row["layout"]] < sbt.BIG
+                assert tick.endswith(" *") == small, (label, tick)
+                marked += small
+    assert marked

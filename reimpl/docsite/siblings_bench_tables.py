@@ -187,7 +187,10 @@ def _positions(d: dict, op: str, dtype: str, pass_: str | None = None):
     row = {l: next(iter(cells[dtype, "pipelined", l].values())) for l in labels}
     if op == "batchnorm":
         groups = [(LAYOUT[lay], [l for l in labels if row[l]["layout"] == lay]) for lay in LAYOUT]
+        # a * marks the shapes whose forward (x read, y written) moves under 32 MB: one tick serves
+        # every pass's panel
         tick = {l: " x ".join(map(str, row[l]["shape"][1:] if len(row[l]["shape"]) == 4 else row[l]["shape"]))
+                + (" *" if 2 * math.prod(row[l]["shape"]) * (4 if dtype == "fp32" else 2) < BIG else "")
                 for l in labels}
     else:
         big = [l for l in labels if nbytes(row[l]) >= BIG]
