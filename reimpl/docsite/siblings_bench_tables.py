@@ -26,9 +26,11 @@ def _pct_range(pcts, dash: str = "–") -> str:
     """min–max of percentages, the ends rounded outward (85.8 shows as 85, not 86), so that the range
     holds every value a list beside it names."""
     return f"{math.floor(min(pcts))}{dash}{math.ceil(max(pcts))}"
+
+
 # per op: our kernel, the kernels it is held against, and the copy-equivalent bytes of a shape
 OURS = {"softmax": "one_read", "cross_entropy": "cross_entropy_fused", "batchnorm": "bn_split"}
-RIVALS = {"softmax": ("torch_softmax", "three_pass", "online_block", "liger_softmax", "quack_softmax"),
+RIVALS = {"softmax": ("torch_softmax", "three_pass", "online_warp", "online_block", "liger_softmax", "quack_softmax"),
           "cross_entropy": ("torch_cross_entropy", "liger_cross_entropy", "quack_cross_entropy"),
           "batchnorm": ("torch_batch_norm", "bn_kernel")}
 ORDER = {"softmax": ("three_pass", "online_warp", "online_block", "one_read", "torch_softmax", "liger_softmax",
