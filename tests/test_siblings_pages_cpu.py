@@ -151,3 +151,11 @@ def test_batchnorm_chart_marks_the_small_cells_as_the_page_says():
                 assert tick.endswith(" *") == small, (label, tick)
                 marked += small
     assert marked
+
+
+def test_one_read_kernel_names_as_the_page_says():
+    """softmax.md names one_read's kernels as the profile shows them."""
+    assert ("(Its kernels are `softmax_online_regs` and `softmax_online_smem`, the names the profile shows.)"
+            in _page("softmax.md"))
+    launched = {c["launched"] for c in NCU["cases"] if c["kernel"] == "one_read"}
+    assert launched and launched <= {"ladder::softmax_online_regs", "ladder::softmax_online_smem"}, launched
