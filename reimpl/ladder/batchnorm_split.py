@@ -55,10 +55,10 @@ FINALIZE_THREADS = 256     # a warp per channel, 8 channels a block
 # scripts/gpu/bn_probe.py), the finalize launch was as fast or faster on every channels-last shape
 # of the grid, the small ones included: so always (0); the last-block merge stays for NCHW channels.
 LAST_BLOCK_STATES = 0
-# One block per channel (NCHW) up to this many values a channel, when C >= the SMs. Measured on an
-# H100, fp16 forward: at 6272 and 1568 values (32 x C x 14 x 14, 7 x 7) bn_kernel beat the split
-# (13.7 vs 20.6 us at C = 256, 37.2 vs 41.3 at C = 1024; even at C = 2048); 32768 was no better in
-# the probe.
+# One block per channel (NCHW) up to this many values a channel (16 a thread of CHANNEL_THREADS;
+# the backward holds x and dy), where C leaves at most a tenth of the SMs idle (one_block_per_channel).
+# Measured on an H100, fp16 forward: at 6272 and 1568 values (32 x C x 14 x 14, 7 x 7) even bn_kernel's
+# two reads beat the split (13.7 vs 20.6 us at C = 256, 37.2 vs 41.3 at C = 1024; even at C = 2048).
 ONE_BLOCK_VALUES = 8192
 CHANNEL_THREADS = 512      # the held kernels' block (cuda: HELD_THREADS), as bn_kernel's (batchnorm.BLOCK)
 CHUNK = 4                  # values of a channel a thread loads before folding them (cuda: CHUNK)
@@ -232,6 +232,7 @@ _BWD_PARTIALS = ("ptr",) * 10 + ("int64",) * 4
 _BWD_PARTIALS_CL = ("ptr",) * 10 + ("int64",) * 3
 _BWD_FINALIZE = ("ptr",) * 7 + ("int64",) * 3
 _DX = ("ptr",) * 4 + ("int64",) * 3
+_FWD_HELD = ("ptr",) * 8 + ("int64",) * 3 + ("T_ACC", "T_ACC")
 _BWD_HELD = ("ptr",) * 8 + ("int64",) * 3
 
 
@@ -244,8 +245,9 @@ def _instantiations() -> list:
             for t in (PARTIAL, PARTIAL_CL, BWD_PARTIALS, BWD_PARTIALS_CL):
                 out += [t[T, float_, P, v] for v in vecs]
             out += [FINALIZE[T, float_, P], BWD_FINALIZE[T, float_, P]]
-            out += [FWD_HELD[T, float_, P, v, w] for v, w in _held_instances(HELD_FORWARD_VALUES, vecs)
-                    if v > 1 or v * w <= ONE_BLOCK_VALUES // CHANNEL_THREADS]
+            # the forward holds HELD_FORWARD_VALUES only in 16-byte words (held_forward_values)
+            fwd = _held_instances(ONE_BLOCK_VALUES, vecs[:1]) + _held_instances(HELD_FORWARD_VALUES, vecs[1:])
+            out += [FWD_HELD[T, float_, P, v, w] for v, w in fwd]
             out += [BWD_HELD[T, float_, P, v, w] for v, w in _held_instances(ONE_BLOCK_VALUES, vecs)]
         for cl, v in ((False, 1), (False, vecs[1]), (True, vecs[1])):
             out += [APPLY[T, float_, cl, v], BWD_DX[T, float_, cl, v]]
@@ -261,7 +263,7 @@ BWD_PARTIALS = KernelTemplate("bn_backward_partials", _BWD_PARTIALS, SOURCE, "la
 BWD_PARTIALS_CL = KernelTemplate("bn_backward_partials_cl", _BWD_PARTIALS_CL, SOURCE, "ladder")
 BWD_FINALIZE = KernelTemplate("bn_backward_finalize", _BWD_FINALIZE, SOURCE, "ladder")
 BWD_DX = KernelTemplate("bn_backward_dx", _DX, SOURCE, "ladder")
-FWD_HELD = KernelTemplate("bn_forward_held", ("ptr",) * 8 + ("int64",) * 3 + ("T_ACC", "T_ACC"), SOURCE, "ladder")
+FWD_HELD = KernelTemplate("bn_forward_held", _FWD_HELD, SOURCE, "ladder")
 BWD_HELD = KernelTemplate("bn_backward_held", _BWD_HELD, SOURCE, "ladder")
 
 # The last-block merges' arrival counters: int32, zero when no launch is running, as every launch

@@ -116,7 +116,7 @@ REGS_BLOCK_EPT = (16, 32, 64)      # 16 and 32 only for scalars: 64 spills to th
 REGS_CLUSTERS = (1, 2, 4, 8)        # the portable cluster sizes
 WIDE_CLUSTER = 16                   # Hopper's largest, non-portable: the softmax's longest rows
 SOFTMAX_CLUSTERS = REGS_CLUSTERS + (WIDE_CLUSTER,)
-REGS_MAX_BLOCK = 512                # the kernels' __launch_bounds__: up to 128 registers a thread
+REGS_MAX_BLOCK = 512                # the largest block of the one-read kernels: up to 128 registers a thread
 REGS_WARP_BLOCK = 128
 # the (elements per thread, cluster, most threads) regs_plan tries, in order, per storage size: the
 # first whose block holds the row in at most that many threads. Few threads a block, so that several

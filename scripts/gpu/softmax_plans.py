@@ -51,8 +51,13 @@ def main(path, methods=",".join(METHODS), ns=None):
                                       "rows": rows}, indent=0) + "\n")
 
 
-# -D settings of the register caps, and the widths whose plans take 64 elements a thread
-# -D settings of the register caps (softmax.cu's ONE_READ_REGS_*), each given in full
+# -D settings of the register caps (softmax.cu's ONE_READ_REGS_*), each given in full, and the widths
+# whose plans take 64 elements a thread
+CAPS_WHAT = ("the one-read kernels' plans of 64 elements a thread under each register-cap setting (softmax.cu's "
+             "ONE_READ_REGS_*: 16-bit rows; float32 rows of clusters up to 8; float32 rows of a cluster of 16), "
+             "pipelined, at about 256 MB of traffic")
+
+
 def _caps(r16, r32, r32_wide):
     return {"ONE_READ_REGS_16_64": r16, "ONE_READ_REGS_32_64": r32, "ONE_READ_REGS_32_64_WIDE": r32_wide}
 
@@ -63,6 +68,7 @@ CAP_NS = (32768, 50257, 65536, 100000, 128256, 131072, 262144)
 
 
 def caps(path):
+    """Every ept64 plan of CAP_NS under each setting of CAPS, each setting compiled afresh."""
     from reimpl.device import runtime
     rows = []
     for setting, values in CAPS.items():
@@ -70,7 +76,7 @@ def caps(path):
         for r in probe(["pipelined"], CAP_NS, only=lambda name: "ept64" in name):
             rows.append({**r, "setting": setting})
     runtime.get().use_compile_options(())
-    Path(path).write_text(json.dumps({**stamp(), "method": {"pipelined": METHODS["pipelined"]},
+    Path(path).write_text(json.dumps({**stamp(), "what": CAPS_WHAT, "method": {"pipelined": METHODS["pipelined"]},
                                       "settings": CAPS, "rows": rows}, indent=0) + "\n")
 
 

@@ -17,7 +17,6 @@ struct alignas(sizeof(T) * VEC) Pack {
   T v[VEC];
 };
 
-
 // A float reduced over the threads of a row: LANES lanes of a warp by a butterfly, or (LANES = 0) the
 // whole block, its warps through `red` (a slot a warp). Every thread gets the same bits.
 template <unsigned LANES, typename Op>
@@ -95,10 +94,11 @@ __device__ __forceinline__ void load_word(Pack<T, VEC>& w, const T* x, int p, co
   }
 }
 
-// For rows of whole, aligned 16-byte words (the launcher checks), a word is the row's entirely or
-// not at all: one predicated 16-byte load into a word whose 32-bit lanes hold `fill` (zero bits, or
-// softmax's -inf: nothing to a maximum, 0 to a sum of exps), with no element-wise branch (whose
-// control flow keeps the compiler from batching the loads) and no per-element fill.
+// One predicated 16-byte load into a word whose 32-bit lanes hold `fill` where `load` is false (zero
+// bits, or softmax's -inf: nothing to a maximum, 0 to a sum of exps), with no element-wise branch
+// (whose control flow keeps the compiler from batching the loads) and no per-element fill. For rows
+// of whole, aligned 16-byte words (the launcher checks), a word is the row's entirely or not at all,
+// and load_whole loads exactly the row's.
 template <typename T, unsigned VEC>
 __device__ __forceinline__ Pack<T, VEC> load_word_if(const T* x, int p, bool load, unsigned fill = 0u) {
   static_assert(sizeof(Pack<T, VEC>) == 16, "whole words are 16 bytes");

@@ -388,9 +388,9 @@ __device__ __forceinline__ void narrow(const float (&f)[VEC], Pack<T, VEC>& w) {
 // element's exp replaces it in registers, as a float. WHOLE (rows of whole, aligned 16-byte words: the
 // launcher checks): every word is the row's or not at all, so the loads are one predicated 16-byte load
 // each, all issued before the first is used (element-wise branches among them keep the compiler from
-// batching them). Other rows of 16-byte words load their whole words so, and their first and last words,
-// the row's in part, an element at a time afterwards. What is not the row's holds -inf: it adds nothing
-// to the maximum and 0 to d.
+// batching them). Other rows of 16-byte words load every word whole the same way, and then set the
+// elements of their first and last words that are not the row's to -inf. What is not the row's holds
+// -inf: it adds nothing to the maximum and 0 to d.
 template <typename T, unsigned VEC, unsigned VECS, unsigned LANES, unsigned CLUSTER, bool WHOLE, typename Epi>
 __device__ __forceinline__ void row_pass_regs(const T* X, int64_t M, int64_t N, Epi& epi, RowScratch& scratch) {
   constexpr unsigned ELEMS = VECS * VEC;
