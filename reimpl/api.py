@@ -128,6 +128,9 @@ def _plan_call(method, names, tensors, extra, mirror, keep=None, rt=None):
         _check_devices(method, **dict(zip(names, tensors)))
         with _guard(input.device), runtime.use(rt):
             return mirror()
+    plan = rt.plans.get(key)
+    if plan is not None:  # the common case, looked up once
+        return plan.replay(rt, ptrs, keep, tensors)
     if key not in rt.plans:
         _check_devices(method, **dict(zip(names, tensors)))
     return replay.call(rt, key, tensors, mirror, ptrs, keep)
@@ -173,19 +176,30 @@ def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, we
                                output_mask=(True, True, True), *, kernels: str = "mirror", rt=None):
     """torch.ops.aten.native_layer_norm_backward: (grad_input, grad_weight, grad_bias), None where
     output_mask is False. (rt: a runtime object instead of `kernels`, as autograd passes the forward's.)"""
-    shape, mask = _as_shape(normalized_shape), _mask(output_mask, 3)
-    return _plan_call("native_layer_norm_backward", ("grad_out", "input", "mean", "rstd", "weight", "bias"),
-                      (grad_out, input, mean, rstd, weight, bias), (shape, mask),
-                      lambda: layer_norm_backward_cuda(grad_out, input, shape, mean, rstd, weight, bias, mask),
-                      rt=rt or runtime_for(kernels))
+    return _native_layer_norm_backward(grad_out, input, _as_shape(normalized_shape), mean, rstd, weight, bias,
+                                       _mask(output_mask, 3), rt or runtime_for(kernels))
+
+
+_LN_BACKWARD_NAMES = ("grad_out", "input", "mean", "rstd", "weight", "bias")
+
+
+def _native_layer_norm_backward(grad_out, input, shape: tuple, mean, rstd, weight, bias, mask: tuple, rt):
+    """native_layer_norm_backward with the shape and mask already tuples (autograd's call)."""
+    return _plan_call("native_layer_norm_backward", _LN_BACKWARD_NAMES, (grad_out, input, mean, rstd, weight, bias),
+                      (shape, mask),
+                      lambda: layer_norm_backward_cuda(grad_out, input, shape, mean, rstd, weight, bias, mask), rt=rt)
 
 
 def fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight=None, output_mask=(True, True), *,
                             kernels: str = "mirror", rt=None):
     """torch.ops.aten._fused_rms_norm_backward: (grad_input, grad_weight), None where output_mask is
     False. (rt: as native_layer_norm_backward's.)"""
-    shape, mask = _as_shape(normalized_shape), _mask(output_mask, 2)
-    return _plan_call("_fused_rms_norm_backward", ("grad_out", "input", "rstd", "weight"),
-                      (grad_out, input, rstd, weight), (shape, mask),
-                      lambda: _fused_rms_norm_backward_cuda(grad_out, input, shape, rstd, weight, mask),
-                      rt=rt or runtime_for(kernels))
+    return _fused_rms_norm_backward(grad_out, input, _as_shape(normalized_shape), rstd, weight, _mask(output_mask, 2),
+                                    rt or runtime_for(kernels))
+
+
+def _fused_rms_norm_backward(grad_out, input, shape: tuple, rstd, weight, mask: tuple, rt):
+    """fused_rms_norm_backward with the shape and mask already tuples (autograd's call)."""
+    return _plan_call("_fused_rms_norm_backward", ("grad_out", "input", "rstd", "weight"), (grad_out, input, rstd, weight),
+                      (shape, mask), lambda: _fused_rms_norm_backward_cuda(grad_out, input, shape, rstd, weight, mask),
+                      rt=rt)

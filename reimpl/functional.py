@@ -35,7 +35,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
     if _is_autocast_enabled("cuda"):
         input, weight, bias = autocast_fp32(input, weight, bias)
     if _autograd.needs_grad(input, weight, bias):
-        return _autograd.LayerNormFunction.apply(input, _as_shape(normalized_shape), weight, bias, float(eps), rt)
+        return _autograd.layer_norm(input, _as_shape(normalized_shape), weight, bias, float(eps), rt)
     return _native_layer_norm(input, normalized_shape, weight, bias, eps, keep=1, rt=rt)[0]  # mean, rstd unseen
 
 
@@ -79,6 +79,9 @@ def rms_norm(input, normalized_shape, weight=None, eps: float | None = None, *, 
     global _warned_mixed_dtype
     check_kernels(kernels)
     normalized_shape = _as_shape(normalized_shape)
+    route = _route_key(input, normalized_shape, weight)
+    if route is not None and route in _FUSED_ROUTES:  # checked before, and fused: go straight there
+        return _fused(input, normalized_shape, weight, eps, kernels)
     _check_devices("_fused_rms_norm", input=input, weight=weight)  # the dispatcher's, before the op
     _check_rms_norm_inputs_symint(input, normalized_shape, weight)
 
@@ -95,14 +98,39 @@ def rms_norm(input, normalized_shape, weight=None, eps: float | None = None, *, 
                           f"weight dtype = {_type_meta(weight.dtype)}, Cannot dispatch to fused implementation.")
         return _rms_norm_composite(input, normalized_shape, weight, eps)[0]
 
+    if route is not None:
+        if len(_FUSED_ROUTES) >= 4096:
+            _FUSED_ROUTES.clear()
+        _FUSED_ROUTES.add(route)
+    return _fused(input, normalized_shape, weight, eps, kernels)
+# --8<-- [end:rms_norm_symint]
+
+
+# Signatures whose checks passed and that took the fused kernel: everything rms_norm_symint's checks
+# and its choice of path read (shapes, strides, dtypes, devices; complex is a dtype), so a repeated
+# call skips them and pays the key's few queries instead. Differs from upstream, which checks every call.
+_FUSED_ROUTES: set = set()
+
+
+def _route_key(input, normalized_shape, weight):
+    if _is_compiling():  # symbolic sizes are not keys; tracing happens once anyway
+        return None
+    try:
+        return (input.shape, input.stride(), input.dtype, input.get_device(), input.layout, normalized_shape,
+                None if weight is None else (weight.shape, weight.dtype, weight.get_device()))
+    except (AttributeError, TypeError, RuntimeError):  # not a strided tensor: the full path says why
+        return None
+
+
+def _fused(input, normalized_shape, weight, eps, kernels):
+    """aten::rms_norm's fused path: _fused_rms_norm's out, with autograd where it is needed."""
     eps = None if eps is None else float(eps)
     if _is_compiling():
         return ops.fused_rms_norm(input, normalized_shape, weight, eps, kernels)[0]
     rt = runtime_for(kernels)
     if _autograd.needs_grad(input, weight):
-        return _autograd.RMSNormFunction.apply(input, normalized_shape, weight, eps, rt)
+        return _autograd.rms_norm(input, normalized_shape, weight, eps, rt)
     return _fused_rms_norm(input, normalized_shape, weight, eps, keep=1, rt=rt)[0]
-# --8<-- [end:rms_norm_symint]
 
 
 def _channels_last(t) -> bool:

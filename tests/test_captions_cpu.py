@@ -68,6 +68,8 @@ GPU_TABLES = {
     "{% large_tensor %}": [gpu("results/large_tensor.json") + ["Method:", "dX"]],
     "{% host_overhead %}": [gpu("results/host_overhead.json") + ["µs", "Method:", "median"]],
     "{% host_profile %}": [gpu("results/host_overhead.json") + ["µs", "cProfile"]],
+    "{% host_parts %}": [gpu("results/host_overhead.json") + ["µs", "Method:", "autograd's own thread"]],
+    "{% host_steps %}": [gpu("results/host_overhead.json") + ["µs per step", "Method:"]],
     "{% judge_planted %}": [gpu("results/judge_planted.json") + ["Method:"]],
     "{% judge_rungs %}": [gpu("results/judge_rungs.json") + ["Method:"]],
     "{% judge_example %}": [gpu("results/judge_rungs.json") + ["Method:"]],

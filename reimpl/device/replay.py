@@ -10,11 +10,12 @@ of one of the call's tensors (inputs, or outputs it returns), the plan is kept:
 
     outputs: (shape, dtype, device) of each returned tensor, allocated fresh (torch.empty)
     launches: (kernel, grid, block, shared, arguments), each pointer argument named by the tensor
-              it pointed into, everything else a constant
+              it pointed into, everything else a constant (a `Resident` address included)
 
 A later call with the same key allocates the outputs and makes the same launches with its own
-pointers, through the same runtime (so a runtime that swaps kernels, such as reimpl.fast's, still
-decides per launch). A first call that made a temporary buffer, copied an input, or returned a
+pointers, through the same runtime. A runtime that swaps kernels (reimpl.fast's) makes its choice
+while the first call records, so the plan holds the kernels it chose and a replay does not choose
+again: the key holds everything that choice reads. A first call that made a temporary buffer, copied an input, or returned a
 tensor that no launch wrote (torch's own fill or .sum(0) kernels) keeps no plan: its signature
 always takes the full path. The caller builds the key; it must hold everything the host code's
 decisions depend on. Nothing here knows about LayerNorm.
@@ -28,20 +29,34 @@ import torch
 from . import runtime
 from .runtime import dim3
 
+_CONTIGUOUS = torch.contiguous_format
 MAX_PLANS = 4096  # per runtime; a full cache is emptied (signatures beyond this are unusual)
 
 
+class Resident(int):
+    """A device address that the runtime owns for the life of the process (a lookup table it made
+    once per device): a plan keeps it as a constant, where any other address must be one of the
+    call's tensors."""
+    __slots__ = ()
+
+
 class _Recorder:
-    """A runtime that forwards every call to `rt` and writes each launch down."""
+    """A runtime that forwards every call to `rt` and writes each launch down. A runtime with a
+    `resolve` method (one that launches something else in place of what the host code asked for,
+    such as reimpl.fast's) has the launch it really makes written down, so a replay goes straight
+    to it."""
 
     def __init__(self, rt):
         self._rt = rt
+        self._resolve = getattr(rt, "resolve", None)
         self.launches: list[tuple] = []
 
     def __getattr__(self, name):
         return getattr(self._rt, name)
 
     def launch(self, kernel, grid, block, shared, stream, *args) -> None:
+        if self._resolve is not None:
+            kernel, grid, block, shared, args = self._resolve(kernel, grid, block, shared, args)
         self._rt.launch(kernel, grid, block, shared, stream, *args)
         self.launches.append((kernel, grid, block, shared, stream, args))
 
@@ -50,12 +65,15 @@ class Plan:
     """One signature's outputs and launches. `launches` hold (kernel, grid, block, shared, args) with
     grid and block as 3-tuples and each arg (True, i): the address of tensor i (inputs, then
     outputs), or (False, value): a constant."""
-    __slots__ = ("outputs", "launches", "_bound", "_scratch_offsets", "_device")
+    __slots__ = ("outputs", "launches", "_compiled", "_scratch_offsets", "_device", "_likes", "_n_inputs")
 
-    def __init__(self, outputs: tuple, launches: tuple):
+    def __init__(self, outputs: tuple, launches: tuple, n_inputs: int, likes: tuple | None = None):
         self.outputs = outputs    # per returned value: None, or (shape, dtype, device)
         self.launches = launches
-        self._bound = None        # the runtime's launchers, bound on first replay
+        self._n_inputs = n_inputs
+        # per returned value: the index of a contiguous input of its shape and dtype, or None
+        self._likes = likes or (None,) * len(outputs)
+        self._compiled: dict = {}  # keep -> the replay function, made on first use (see _compile)
         # where each output would sit in a scratch buffer (256-byte aligned, as the allocator's blocks)
         offsets, end = [], 0
         for spec in outputs:
@@ -65,24 +83,60 @@ class Plan:
         self._scratch_offsets = (tuple(offsets), end)
         self._device = next((spec[2] for spec in outputs if spec is not None), None)
 
-    def replay(self, rt, in_ptrs: list, keep: int | None = None):
-        """The outputs of a call whose inputs sit at `in_ptrs` (0 for None). With `keep`, only the
-        first `keep` outputs are allocated and returned; the kernels write the others into a scratch
-        buffer that no caller sees (a caller that drops them, such as F.layer_norm's mean and rstd)."""
-        specs = self.outputs if keep is None else self.outputs[:keep]
-        outs = [None if spec is None else torch.empty(spec[0], dtype=spec[1], device=spec[2]) for spec in specs]
-        ptrs = in_ptrs + [0 if t is None else t.data_ptr() for t in outs]
-        stream = rt.getCurrentCUDAStream()
-        if keep is not None:
-            offsets, size = self._scratch_offsets
-            base = scratch(self._device, stream, size)
-            ptrs += [0 if spec is None else base + offsets[keep + j] for j, spec in enumerate(self.outputs[keep:])]
-        bound = self._bound
-        if bound is None:
-            bound = self._bound = [rt.bind(launch[0]) for launch in self.launches]
-        for fn, (_kernel, grid, block, shared, args) in zip(bound, self.launches):
-            fn(grid, block, shared, stream, *[ptrs[v] if is_ptr else v for is_ptr, v in args])
-        return tuple(outs)
+    def replay(self, rt, in_ptrs: list, keep: int | None, inputs: tuple):
+        """The outputs of a call of `inputs` (tensors or None), which sit at `in_ptrs` (0 for None).
+        With `keep`, only the first `keep` outputs are allocated and returned; the kernels write the
+        others into a scratch buffer that no caller sees (a caller that drops them, such as
+        F.layer_norm's mean and rstd)."""
+        fn = self._compiled.get(keep)
+        if fn is None:
+            fn = self._compiled[keep] = self._compile(rt, keep)
+        return fn(inputs, in_ptrs, rt.getCurrentCUDAStream())
+
+    def _compile(self, rt, keep):
+        """This plan as straight-line Python: allocate, take addresses, launch. A replay is the host
+        cost of every repeated call, and a loop that reads the plan per argument costs several times
+        more than the statements it stands for. An output shaped like a contiguous input is made
+        with torch.empty_like of it (the key holds that input's contiguity), which costs the host
+        less than torch.empty."""
+        env = {"empty": torch.empty, "empty_like": torch.empty_like, "CF": _CONTIGUOUS, "scratch": scratch,
+               "DEVICE": self._device}
+        lines = ["def replay(inputs, in_ptrs, stream):"]
+        kept = self.outputs if keep is None else self.outputs[:keep]
+        for j, spec in enumerate(kept):
+            if spec is None:
+                lines.append(f"    o{j} = None")
+                continue
+            like = self._likes[j]
+            if like is not None:
+                lines.append(f"    o{j} = empty_like(inputs[{like}], memory_format=CF)")
+            else:
+                env[f"S{j}"], env[f"D{j}"], env[f"V{j}"] = spec
+                lines.append(f"    o{j} = empty(S{j}, dtype=D{j}, device=V{j})")
+            lines.append(f"    p{j} = o{j}.data_ptr()")
+        offsets, size = self._scratch_offsets
+        if len(kept) < len(self.outputs):
+            lines.append(f"    base = scratch(DEVICE, stream, {size})")
+
+        def address(i: int) -> str:
+            if i < self._n_inputs:
+                return f"in_ptrs[{i}]"
+            j = i - self._n_inputs
+            return f"p{j}" if j < len(kept) else f"base + {offsets[j]}"
+        for k, (kernel, grid, block, shared, args) in enumerate(self.launches):
+            env[f"L{k}"], env[f"G{k}"], env[f"B{k}"] = rt.bind(kernel), grid, block
+            exprs = []
+            for a, (is_ptr, v) in enumerate(args):
+                if is_ptr:
+                    exprs.append(address(v))
+                else:
+                    env[f"C{k}_{a}"] = v
+                    exprs.append(f"C{k}_{a}")
+            lines.append(f"    L{k}(G{k}, B{k}, {int(shared)}, stream, {', '.join(exprs)})")
+        lines.append(f"    return ({''.join(f'o{j}, ' for j in range(len(kept)))})")
+        namespace: dict = {}
+        exec(compile("\n".join(lines), f"<launch plan of {len(self.launches)} launches>", "exec"), env, namespace)
+        return namespace["replay"]
 
 
 _SCRATCH: dict = {}  # (device, stream) -> the buffers made for it, the largest last
@@ -118,7 +172,7 @@ def _make_plan(inputs: tuple, outputs: tuple, launches: list, stream: int) -> Pl
             return None
         spec = []
         for kind, a in zip(kernel.template.params, args, strict=True):
-            if kind == "ptr" and a != 0:
+            if kind == "ptr" and a != 0 and type(a) is not Resident:
                 i = where.get(int(a))
                 if i is None:
                     return None  # a buffer of the host code's own (a copy, a partial-sum buffer)
@@ -135,7 +189,10 @@ def _make_plan(inputs: tuple, outputs: tuple, launches: list, stream: int) -> Pl
         if not t.is_contiguous() or len(inputs) + j not in written:
             return None  # torch.empty would not give this tensor back, or no launch of ours wrote it
         out_specs.append((tuple(t.shape), t.dtype, t.device))
-    return Plan(tuple(out_specs), tuple(steps))
+    likes = tuple(None if spec is None else next(
+        (i for i, x in enumerate(inputs) if x is not None and x.is_contiguous() and x.dtype == spec[1]
+         and tuple(x.shape) == spec[0] and x.device == spec[2]), None) for spec in out_specs)
+    return Plan(tuple(out_specs), tuple(steps), len(inputs), likes)
 
 
 _MISSING = object()
@@ -154,7 +211,7 @@ def call(rt, key, inputs: tuple, run, in_ptrs: list | None = None, keep: int | N
     if plan is not _MISSING:
         if in_ptrs is None:
             in_ptrs = [0 if t is None else t.data_ptr() for t in inputs]
-        return plan.replay(rt, in_ptrs, keep)
+        return plan.replay(rt, in_ptrs, keep, tuple(inputs))
     recorder = _Recorder(rt)
     stream = rt.getCurrentCUDAStream()
     with runtime.use(recorder):

@@ -17,6 +17,7 @@ import contextvars
 import ctypes
 import functools
 import os
+import struct
 import threading
 from dataclasses import dataclass, field
 
@@ -106,35 +107,40 @@ class _DeviceState:
     attributes: dict = field(default_factory=dict)  # (kernel, attribute) -> the value set (allow_shared, ...)
 
 
-_CTYPE_OF_KIND = {"ptr": ctypes.c_uint64, "int": ctypes.c_int32, "int64": ctypes.c_int64}
+_STRUCT_OF_KIND = {"ptr": "Q", "int": "i", "int64": "q"}
 
 
 class _DriverLaunch:
     """cuLaunchKernel (through CuPy's driver binding) on a CuPy-loaded function, with one
-    preallocated argument block per kernel and thread: a launch costs a few stores and one call."""
+    preallocated argument block per kernel and thread: the arguments are written into it with one
+    struct.pack_into (C alignment, as the kernel's parameter block lays them out), then one call."""
 
     def __init__(self, fn, kernel):
         from cupy.cuda import driver
         self._launch = driver.launchKernel
         self._owner = fn  # the CuPy Function keeps its Module, so the handle below stays loaded
         self._fn = fn.ptr
-        acc = ctypes.c_float if kernel.T_ACC.itemsize == 4 else ctypes.c_double
-        self._kinds = [(_CTYPE_OF_KIND.get(k) or acc) for k in kernel.template.params]
+        acc = "f" if kernel.T_ACC.itemsize == 4 else "d"
+        codes = [_STRUCT_OF_KIND.get(k) or acc for k in kernel.template.params]
+        self._layout = struct.Struct("@" + "".join(codes))
+        # where each argument starts in the block: the size of the block up to it, less its own size
+        self._offsets = [struct.calcsize("@" + "".join(codes[:i + 1])) - struct.calcsize(c)
+                         for i, c in enumerate(codes)]
         self._local = threading.local()
 
-    def _slots(self):
-        slots = [t() for t in self._kinds]
-        argv = (ctypes.c_void_p * len(slots))(*[ctypes.addressof(v) for v in slots])
-        self._local.v = (slots, argv, ctypes.addressof(argv))
+    def _block(self):
+        block = ctypes.create_string_buffer(max(self._layout.size, 8))
+        base = ctypes.addressof(block)
+        argv = (ctypes.c_void_p * max(len(self._offsets), 1))(*[base + o for o in self._offsets])
+        self._local.v = (block, argv, ctypes.addressof(argv))
         return self._local.v
 
     def __call__(self, grid, block, shared: int, stream: int, args) -> None:
         try:
-            slots, _argv, argv_addr = self._local.v
+            buf, _argv, argv_addr = self._local.v
         except AttributeError:
-            slots, _argv, argv_addr = self._slots()
-        for slot, a in zip(slots, args):
-            slot.value = a
+            buf, _argv, argv_addr = self._block()
+        self._layout.pack_into(buf, 0, *args)
         self._launch(self._fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                      shared, stream, argv_addr, 0)
 
@@ -146,6 +152,8 @@ class TorchCupyRuntime:
     arguments; "cupy" calls CuPy's Function.__call__ (simpler, slower per launch).
     Both launch the same CUfunction with the same configuration.
     """
+
+    binds_directly = False  # see bind()
 
     def __init__(self, launch_mode: str | None = None):
         import torch
@@ -172,6 +180,7 @@ class TorchCupyRuntime:
         with them (scripts/gpu/row_held_probe.py times a kernel's -D settings this way)."""
         with self._load_lock:
             self.compile_extra = tuple(options)
+            self.plans.clear()  # their launchers point into the dropped modules
             for st in self._devices.values():
                 st.modules.clear()
                 st.functions.clear()
@@ -288,8 +297,10 @@ class TorchCupyRuntime:
         """A launcher of `kernel` on the current device: (grid, block, shared, stream, *args) with grid
         and block as 3-tuples. In driver mode it calls the function found once, here; it goes through
         launch() while launches are recorded, in a thread whose context is not yet current, and in
-        any subclass that changes launch()."""
-        if type(self).launch is not TorchCupyRuntime.launch or self.launch_mode != "driver":
+        any subclass that changes launch() unless it says its launch() passes an already chosen
+        kernel on unchanged (`binds_directly`)."""
+        direct = type(self).launch is TorchCupyRuntime.launch or type(self).binds_directly
+        if not direct or self.launch_mode != "driver":
             return functools.partial(self.launch, kernel)
         device = self._get_device()
         if device not in getattr(self._thread, "ready", ()):

@@ -1,43 +1,99 @@
 """The training guide's host-cost tables, drawn at build time from results/host_overhead.json
-(written on the GPU machine by scripts/gpu/host_bench.py)."""
+(written on the GPU machine by scripts/gpu/host_bench.py, with scripts/gpu/host_probe.py's
+breakdown merged in as `probe`)."""
 from __future__ import annotations
 
-import re
-
 import json
+import re
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 MISSING = "*Not measured yet: run `python scripts/gpu/host_bench.py results/host_overhead.json` on a GPU.*\n"
-
-# (torch's call, ours) in table order
-PAIRS = (("F.layer_norm", "reimpl.layer_norm"), ("aten.native_layer_norm", "reimpl.native_layer_norm"),
-         ("F.rms_norm", "reimpl.rms_norm"), ("aten.native_layer_norm", "torch.ops.reimpl.native_layer_norm"),
-         ("torch LayerNorm module, grad", "reimpl LayerNorm module, grad"),
-         ("torch LayerNorm fwd+bwd", "reimpl LayerNorm fwd+bwd"))
+OPS = {"layer_norm": "LayerNorm", "rms_norm": "RMSNorm"}
+CALLS = {("layer_norm", "functional"): "F.layer_norm / reimpl.layer_norm",
+         ("rms_norm", "functional"): "F.rms_norm / reimpl.rms_norm",
+         ("layer_norm", "module"): "nn.LayerNorm", ("rms_norm", "module"): "nn.RMSNorm",
+         ("layer_norm", "aten"): "native_layer_norm(_backward)",
+         ("rms_norm", "aten"): "_fused_rms_norm(_backward)"}
 
 
 def load(path: Path = RESULTS / "host_overhead.json") -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def _stamp(d: dict) -> str:
+    return f"{d['device']}, torch {d['torch']}, CUDA {d['cuda']}, {d['date']}"
+
+
+def cells(d: dict) -> dict:
+    """(op, api, pass) -> {kernels: host us}, and "<kernels> without plans" for ours."""
+    out: dict = {}
+    for r in d["rows"]:
+        c = out.setdefault((r["op"], r["api"], r["pass"]), {})
+        c[r["kernels"]] = r["host_us"]
+        if "host_us_without_plans" in r:
+            c[f"{r['kernels']} without plans"] = r["host_us_without_plans"]
+    return out
+
+
+def worst_ratio(d: dict, kernels: str = "fast") -> tuple[float, tuple]:
+    """The largest ours / torch host ratio over the small-shape cells, and its cell."""
+    return max((c[kernels] / c["torch"], key) for key, c in cells(d).items())
+
+
 def host_table(d: dict | None) -> str:
     if d is None:
         return MISSING
-    h, full = d["host_us"], d["host_us_without_plans"]
     M, N = d["shape"]
-    rows = [f"*Host time per call in µs at {M} x {N} {d['dtype']}: torch's call beside ours, with the recorded launch "
-            f"plans and, last, without them. Method: {d['method']}. {d['device']}, torch {d['torch']}, CUDA {d['cuda']}, "
-            f"{d['date']}.*", "",
-            "| torch's call | us | ours | us | ours / torch | ours, every call in full (no plan) |",
-            "|---|--:|---|--:|--:|--:|"]
-    for theirs, ours in PAIRS:
-        no_plan = f"{full[ours]:.1f}" if ours in full else "–"
-        rows.append(f"| `{theirs}` | {h[theirs]:.1f} | `{ours}` | {h[ours]:.1f} | {h[ours] / h[theirs]:.2f} "
-                    f"| {no_plan} |")
-    pipe = d["pipelined_4096x1024_us"]
-    rows += ["", f"Pipelined at 4096 x 1024 fp32 (per call, back to back, then one synchronize): "
-                 f"`F.layer_norm` {pipe['F.layer_norm']:.1f} us, `reimpl.layer_norm` {pipe['reimpl.layer_norm']:.1f} us."]
+    rows = [f"*Host time per call in µs at {M} x {N} {d['dtype']}, torch's call beside the same call on the "
+            f"mirror's kernels and on reimpl.fast's (each with its launch plans; the last column the fast call "
+            f"running the host mirror in full every time). Method: {d['method']}. {_stamp(d)}.*", "",
+            "| call | pass | torch | mirror | fast | fast / torch | fast, no plans |",
+            "|---|---|--:|--:|--:|--:|--:|"]
+    for (op, api, pass_), c in cells(d).items():
+        rows.append(f"| `{CALLS[(op, api)]}` | {pass_} | {c['torch']:.1f} | {c['mirror']:.1f} | {c['fast']:.1f} "
+                    f"| {c['fast'] / c['torch']:.2f} | {c['fast without plans']:.1f} |")
+    return "\n".join(rows) + "\n"
+
+
+def host_steps(d: dict | None) -> str:
+    """Forward+backward per step on shapes of at least 32 MB, pipelined."""
+    if d is None:
+        return MISSING
+    rows = [f"*Forward+backward through autograd (functional call), µs per step, steps back to back: the "
+            f"slower of host and GPU sets the pace. Method: {d['method']}. {_stamp(d)}.*", "",
+            "| op | dtype | M x N | torch | mirror | fast | fast / torch |", "|---|---|---|--:|--:|--:|--:|"]
+    for r in d["steps"]:
+        rows.append(f"| {OPS[r['op']]} | {r['dtype']} | {r['M']} x {r['N']} | {r['torch']:.0f} | {r['mirror']:.0f} "
+                    f"| {r['fast']:.0f} | {r['fast'] / r['torch']:.2f} |")
+    return "\n".join(rows) + "\n"
+
+
+PARTS = (  # (probe section, key, what the row is)
+    ("floor", "python Function, forward+backward", "an autograd Function that launches nothing: forward and "
+                                                    "torch.autograd.grad"),
+    ("floor", "x * 2, forward+backward", "`x * 2` and its gradient: torch's own C++ node"),
+    ("torch", "forward+backward", "torch's LayerNorm, forward and backward"),
+    ("torch", "forward, grad", "torch's LayerNorm forward, recording the graph"),
+    ("floor", "torch.empty(8, 1024)", "one `torch.empty` from Python"),
+    ("floor", "torch.empty_like(x)", "one `torch.empty_like` from Python"),
+    ("floor", "fast: kernels call, out only", "our forward kernel call, plan replayed, one output"),
+    ("floor", "fast: kernels call, three outputs", "the same with mean and rstd returned (autograd keeps them)"),
+    ("floor", "fast: backward kernels call", "our backward kernel call, on the calling thread"),
+    ("fast", "inside api backward call", "the same call made by autograd, in its own thread"),
+    ("fast", "forward, grad", "our forward through the autograd Function"),
+    ("fast", "forward+backward", "our forward and backward"),
+)
+
+
+def host_parts(d: dict | None) -> str:
+    """Where a forward+backward's microseconds go: the floors every Python call pays, and ours."""
+    if d is None or "probe" not in d:
+        return MISSING
+    p = d["probe"]
+    rows = [f"*The pieces of one LayerNorm forward+backward at {d['shape'][0]} x {d['shape'][1]} fp32, µs of host "
+            f"time. Method: {p['method']}. {_stamp(d)}.*", "", "| what | µs |", "|---|--:|"]
+    rows += [f"| {what} | {p[section][key]:.1f} |" for section, key, what in PARTS]
     return "\n".join(rows) + "\n"
 
 
@@ -45,8 +101,8 @@ def host_table(d: dict | None) -> str:
 _ROW = re.compile(r"^\s*(\d+)(?:/\d+)?\s+([\d.]+)\s+[\d.]+\s+([\d.]+)\s+[\d.]+\s+(.*)$")
 # the stages of a call, by where the time is spent (first match wins)
 STAGES = (
-    ("launch (CuPy's driver call and our launcher)", ("launchKernel", "runtime.py")),
-    ("allocation of the outputs (torch.empty)", ("torch.empty",)),
+    ("launch (CuPy's driver call and our launcher)", ("launchKernel", "runtime.py", "<launch plan")),
+    ("allocation of the outputs (torch.empty, torch.empty_like)", ("torch.empty",)),
     ("tensor queries (data_ptr, device, contiguity)", ("data_ptr", "get_device", "is_contiguous", "_cuda_getDevice")),
     ("replaying the recorded launch plan", ("replay.py",)),
     ("the public API and the plan lookup", ("api.py", "functional.py")),
@@ -59,28 +115,31 @@ def _where(location: str) -> str:
     m = re.search(r"(reimpl/[\w/]+\.py):\d+\((\w+)\)", location)
     if m:
         return f"{m.group(1)} ({m.group(2)})"
+    m = re.search(r"<(launch plan[^>]*)>:\d+\((\w+)\)", location)
+    if m:
+        return f"{m.group(2)} (generated: {m.group(1)})"
     name = location.strip("{}").replace("built-in method ", "")
     m = re.match(r"method '(\w+)' of '([\w.]+)' objects", name)
     return f"{m.group(2).replace('torch._C.TensorBase', 'Tensor')}.{m.group(1)}" if m else name
 
 
 def host_profile(d: dict | None) -> str:
-    """The cProfile of `reimpl.layer_norm` as a table by stage: own time per call in each, and the
-    functions it holds (machine paths dropped)."""
+    """The cProfile of the fast forward and backward kernel calls as a table by stage: own time
+    per forward+backward in each, and the functions it holds (machine paths dropped)."""
     if d is None:
         return MISSING
-    rows = [m.groups() for line in d["cprofile_reimpl_layer_norm"].splitlines() if (m := _ROW.match(line))]
-    calls = max(int(n) for n, _, cum, loc in rows if "layer_norm" in loc and "functional" in loc)
+    rows = [m.groups() for line in d["cprofile_fast_forward_backward"].splitlines() if (m := _ROW.match(line))]
+    calls = max(int(n) for n, _, _, loc in rows if "_native_layer_norm" in loc and "api.py" in loc)
     stages: dict[str, list] = {name: [] for name, _ in STAGES}
     stages["other"] = []
     for n, tottime, _, loc in rows:
         stage = next((name for name, keys in STAGES if any(k in loc for k in keys)), "other")
         stages[stage].append((float(tottime), _where(loc)))
     M, N = d["shape"]
-    out = [f"*Own time per call in µs of `reimpl.layer_norm` by stage, with the functions each holds. Method: cProfile "
-           f"of {calls} calls at {M} x {N} {d['dtype']}, its 15 costliest functions, own time only (the profiler "
-           f"inflates every entry). {d['device']}, torch {d['torch']}, {d['date']}.*\n",
-           "| stage | µs per call | functions |", "|---|---:|---|"]
+    out = [f"*Own time in µs per forward+backward pair of `reimpl.fast` kernel calls (no autograd), by stage, with "
+           f"the functions each holds. Method: cProfile of {calls} pairs at {M} x {N} {d['dtype']}, its 20 costliest "
+           f"functions, own time only (the profiler inflates every entry). {_stamp(d)}.*\n",
+           "| stage | µs per pair | functions |", "|---|---:|---|"]
     for name, items in stages.items():
         if items:
             us = sum(t for t, _ in items) * 1e6 / calls

@@ -3,17 +3,49 @@ code unchanged and, where that code launches torch's `vectorized_layer_norm_kern
 `layer_norm_grad_input_kernel_vectorized`, launches ours (forward.py, grad_input.py) with the same
 arguments instead. So "which inputs take a fast kernel" has one definition, the mirror's host
 dispatch: exactly the inputs torch sends to its vectorized kernels.
+
+The choice is `swap`, a function of the launch, the SM count and the reciprocal table's address.
+A call's first run records the swapped launches in its launch plan (reimpl/device/replay.py), so
+later calls of the same signature replay our kernels directly, with no choice made again.
 """
 from __future__ import annotations
 
 import threading
 
 from ..device import runtime
+from ..device.replay import Resident
 from ..mirror import kernel_table as K
 from . import forward, grad_input
 
+
+def swap(kernel, grid, block, shared: int, args: tuple, sms: int, table):
+    """(kernel, grid, block, shared, args) that reimpl.fast launches where the host code asked for
+    `kernel`: ours in place of torch's vectorized forward and grad-input kernels, anything else
+    unchanged. `table()` gives the address of the device's reciprocal table (forward.py)."""
+    if kernel.template is K.layer_norm_grad_input_kernel_vectorized:
+        T, _, rms = kernel.targs
+        dY, X, mean, rstd, gamma, dX, N = args
+        M = runtime.dim3(grid)[0]  # torch launches one block per row
+        fast, fgrid, fblock, fshared = grad_input.plan(T, rms, gamma != 0, M, N)
+        return fast, fgrid, fblock, fshared, (*args, M)
+    if kernel.template is K.vectorized_layer_norm_kernel:
+        T, _, rms = kernel.targs
+        N, eps, X, gamma, beta, mean, rstd, Y = args
+        if forward.takes(gamma != 0, beta != 0, rms):
+            M = runtime.dim3(grid)[0]
+            fast, fgrid, fblock = forward.plan(T, rms, gamma != 0, beta != 0, M, N, sms)
+            return fast, fgrid, fblock, 0, (*args, table(), M)
+    return kernel, grid, block, shared, args
+
+
+FORWARD_TEMPLATES = (forward.TEMPLATE, forward.WARP_TEMPLATE)
+GRAD_TEMPLATES = (grad_input.TEMPLATE, grad_input.WARP_TEMPLATE)
+
+
 class FastRuntime(runtime.TorchCupyRuntime):
     """TorchCupyRuntime that swaps torch's vectorized forward and grad-input kernels for ours."""
+
+    binds_directly = True  # launch() passes our own kernels on unchanged, so a plan's launcher may skip it
 
     def __init__(self):
         super().__init__()
@@ -23,7 +55,7 @@ class FastRuntime(runtime.TorchCupyRuntime):
         self.fast_grad_launches = 0  # dX
 
     def reciprocals(self, device: int):
-        """forward.reciprocal_table() on `device`, made once per device."""
+        """forward.reciprocal_table() on `device`, made once per device and never freed."""
         t = self._tables.get(device)
         if t is None:
             import torch
@@ -33,27 +65,36 @@ class FastRuntime(runtime.TorchCupyRuntime):
                     t = self._tables[device] = torch.from_numpy(forward.reciprocal_table()).to(f"cuda:{device}")
         return t
 
-    def launch(self, kernel, grid, block, shared: int, stream: int, *args) -> None:
-        if kernel.template is K.layer_norm_grad_input_kernel_vectorized:
-            T, _, rms = kernel.targs
-            dY, X, mean, rstd, gamma, dX, N = args
-            M = runtime.dim3(grid)[0]  # torch launches one block per row
-            fast, fgrid, fblock, fshared = grad_input.plan(T, rms, gamma != 0, M, N)
+    def resolve(self, kernel, grid, block, shared: int, args: tuple):
+        """`swap` on the current device (the replay recorder calls this to write down what runs)."""
+        fast = swap(kernel, grid, block, shared, args, self.getCurrentDeviceProperties()["multiProcessorCount"],
+                    lambda: Resident(self.reciprocals(self._get_device()).data_ptr()))
+        if fast[0] is not kernel:  # counted where the choice is made; a plan's launcher counts its replays
+            self._count(fast[0])
+            self.allow_shared(fast[0], fast[3])
+        return fast
+
+    def _count(self, kernel) -> None:
+        if kernel.template in FORWARD_TEMPLATES:
+            self.fast_launches += 1
+        elif kernel.template in GRAD_TEMPLATES:
             self.fast_grad_launches += 1
-            self.allow_shared(fast, fshared)
-            return super().launch(fast, fgrid, fblock, fshared, stream, *args, M)
-        if kernel.template is not K.vectorized_layer_norm_kernel:
-            return super().launch(kernel, grid, block, shared, stream, *args)
-        T, _, rms = kernel.targs
-        N, eps, X, gamma, beta, mean, rstd, Y = args
-        if not forward.takes(gamma != 0, beta != 0, rms):
-            return super().launch(kernel, grid, block, shared, stream, *args)
-        M = runtime.dim3(grid)[0]  # torch launches one block per row
-        sms = self.getCurrentDeviceProperties()["multiProcessorCount"]
-        fast, fgrid, fblock = forward.plan(T, rms, gamma != 0, beta != 0, M, N, sms)
-        table = self.reciprocals(self._get_device())
-        self.fast_launches += 1
-        super().launch(fast, fgrid, fblock, 0, stream, N, eps, X, gamma, beta, mean, rstd, Y, table.data_ptr(), M)
+
+    def launch(self, kernel, grid, block, shared: int, stream: int, *args) -> None:
+        kernel, grid, block, shared, args = self.resolve(kernel, grid, block, shared, args)
+        super().launch(kernel, grid, block, shared, stream, *args)
+
+    def bind(self, kernel):
+        """A plan's launcher: its kernel is already the chosen one. Ours count each replay."""
+        fn = super().bind(kernel)
+        if kernel.template not in FORWARD_TEMPLATES + GRAD_TEMPLATES:
+            return fn
+        count = self._count
+
+        def launch(grid, block, shared, stream, *args):
+            count(kernel)
+            fn(grid, block, shared, stream, *args)
+        return launch
 
 
 # The process-wide FastRuntime (its kernels and reciprocal tables are loaded once per device).

@@ -1,94 +1,118 @@
-"""Host time per call, ours beside torch in one run, and where ours goes.
-Writes OUT.json: the environment stamp, per-call host microseconds (median of rounds of back-to-back
-calls, the GPU idle enough to keep up) for the aten-level and functional calls, a module's forward
-with autograd, a forward+backward step, the same calls with launch plans switched off (the full host
-mirror every call), pipelined per-call time at 4096 x 1024, and a cProfile of our functional call.
-Usage (a CUDA machine): python scripts/gpu/host_bench.py OUT.json"""
+"""Host cost per call, torch's beside the mirror's and reimpl.fast's, and where ours goes.
+Writes OUT.json: the environment stamp; `rows`, host microseconds per call of every cell of
+reimpl.checks.host (LayerNorm and RMSNorm; the aten op, the functional call and the module;
+forward, forward with grad, backward, forward+backward) at 8 x 1024 fp32 for torch, the mirror
+and fast, with plans and (ours) without; `parts`, the pieces of one functional forward+backward
+(the two kernel calls without autograd, the autograd Function forward alone, the whole step);
+`steps`, pipelined forward+backward time per step on shapes of at least 32 MB; and a cProfile of
+the fast forward+backward's two kernel calls.
+Usage (a CUDA machine): python scripts/gpu/host_bench.py OUT.json [quick]"""
 import cProfile
 import io
 import json
 import pstats
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 
-import reimpl  # noqa: E402
 from reimpl import api  # noqa: E402
-from reimpl.checks.bench import host_us  # noqa: E402
+from reimpl.checks import host  # noqa: E402
 from reimpl.checks.record import stamp  # noqa: E402
 
-M, N = 8, 1024
+M, N = host.SMALL
+# forward+backward shapes, each at least 32 MB in 16-bit storage
+STEP_SHAPES = ((65536, 768), (16384, 1024), (8192, 4096), (4096, 8192), (2048, 16384))
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-def calls(x, w, b, x_req, gy, mods):
-    tl, ol = mods
-    return {
-        "F.layer_norm": lambda: F.layer_norm(x, (N,), w, b),
-        "reimpl.layer_norm": lambda: reimpl.layer_norm(x, (N,), w, b),
-        "aten.native_layer_norm": lambda: torch.ops.aten.native_layer_norm(x, [N], w, b, 1e-5),
-        "reimpl.native_layer_norm": lambda: reimpl.native_layer_norm(x, (N,), w, b, 1e-5),
-        "F.rms_norm": lambda: F.rms_norm(x, (N,), w),
-        "reimpl.rms_norm": lambda: reimpl.rms_norm(x, (N,), w),
-        "torch.ops.reimpl.native_layer_norm": lambda: torch.ops.reimpl.native_layer_norm(x, [N], w, b, 1e-5),
-        "torch LayerNorm module, grad": lambda: tl(x_req),
-        "reimpl LayerNorm module, grad": lambda: ol(x_req),
-        "torch LayerNorm fwd+bwd": lambda: tl(x_req).backward(gy),
-        "reimpl LayerNorm fwd+bwd": lambda: ol(x_req).backward(gy),
-    }
-
-
-def pipelined_us(fn, calls=2000, rounds=5):
-    """Per-call wall time of back-to-back calls ending in one synchronize: host or GPU, the slower."""
+def rows(calls, rounds):
     out = []
-    for _ in range(rounds):
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-        out.append((time.perf_counter() - t) / calls * 1e6)
-    return sorted(out)[len(out) // 2]
+    for op, way, pass_ in host.cells():
+        us = host.host_us(op, way, pass_, calls=calls, rounds=rounds)
+        api.USE_PLANS = False
+        full = host.host_us(op, way, pass_, ("mirror", "fast"), calls=calls // 4, rounds=rounds)
+        api.USE_PLANS = True
+        for kernels in host.KERNELS:
+            row = {"op": op, "api": way, "pass": pass_, "kernels": kernels, "host_us": round(us[kernels], 2)}
+            if kernels in full:
+                row["host_us_without_plans"] = round(full[kernels], 2)
+            out.append(row)
+        print(f"{op:10s} {way:10s} {pass_:16s}", {k: round(v, 1) for k, v in us.items()}, flush=True)
+    return out
 
 
-def main(out_path):
-    x = torch.randn(M, N, device="cuda")
-    w, b = torch.randn(N, device="cuda"), torch.randn(N, device="cuda")
-    x_req = x.clone().requires_grad_(True)
-    gy = torch.randn(M, N, device="cuda")
-    tl = torch.nn.LayerNorm(N, device="cuda")
-    ol = reimpl.nn.LayerNorm(N, device="cuda")
-    fns = calls(x, w, b, x_req, gy, (tl, ol))
-    with_plans = host_us(fns)
-    api.USE_PLANS = False
-    without = host_us({k: v for k, v in fns.items() if k.startswith("reimpl")})
-    api.USE_PLANS = True
-    X = torch.randn(4096, 1024, device="cuda")
-    pipe = {"F.layer_norm": pipelined_us(lambda: F.layer_norm(X, (1024,), w, b)),
-            "reimpl.layer_norm": pipelined_us(lambda: reimpl.layer_norm(X, (1024,), w, b))}
+def parts(kernels, calls=1000, rounds=7):
+    """Host us of the pieces of reimpl.layer_norm's forward+backward at the small shape."""
+    from reimpl import autograd
+    x = torch.randn(M, N, device="cuda", requires_grad=True)
+    w = torch.randn(N, device="cuda", requires_grad=True)
+    b = torch.randn(N, device="cuda", requires_grad=True)
+    g = torch.randn(M, N, device="cuda")
+    rt = api.runtime_for(kernels)
+    xd, wd, bd = x.detach(), w.detach(), b.detach()
+    _, mean, rstd = api._native_layer_norm(xd, (N,), wd, bd, 1e-5, rt=rt)
+
+    def loop(one):
+        def run(_):
+            for _ in range(calls):
+                one()
+        for _ in range(3):
+            run(None)
+        return host._median_us(run, None, calls, rounds)
+    out = {
+        "forward kernels call (three outputs)": loop(lambda: api._native_layer_norm(xd, (N,), wd, bd, 1e-5, rt=rt)),
+        "backward kernels call": loop(lambda: api.native_layer_norm_backward(g, xd, (N,), mean, rstd, wd, bd,
+                                                                              (True, True, True), rt=rt)),
+        "autograd Function forward": loop(lambda: autograd.LayerNormFunction.apply(x, (N,), w, b, 1e-5, rt)),
+        "forward+backward": loop(lambda: torch.autograd.grad(
+            autograd.LayerNormFunction.apply(x, (N,), w, b, 1e-5, rt), (x, w, b), g)),
+    }
     prof = cProfile.Profile()
     prof.enable()
     for _ in range(5000):
-        reimpl.layer_norm(x, (N,), w, b)
+        api._native_layer_norm(xd, (N,), wd, bd, 1e-5, rt=rt)
+        api.native_layer_norm_backward(g, xd, (N,), mean, rstd, wd, bd, (True, True, True), rt=rt)
     prof.disable()
     text = io.StringIO()
-    pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(15)
-    result = {**stamp(), "method": "host_us: median of 7 rounds of 2000 back-to-back calls, time.perf_counter "
-                                   "around each round (the GPU keeps up at this size); pipelined: 2000 calls "
-                                   "then one synchronize, median of 5 rounds",
-              "shape": [M, N], "dtype": "float32", "host_us": with_plans, "host_us_without_plans": without,
-              "pipelined_4096x1024_us": pipe,
-              "ratio": with_plans["reimpl.layer_norm"] / with_plans["F.layer_norm"],
-              "cprofile_reimpl_layer_norm": text.getvalue().split("\n", 3)[-1].strip()}
+    pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(20)
+    return {k: round(v, 2) for k, v in out.items()}, text.getvalue().split("\n", 3)[-1].strip()
+
+
+def steps(quick):
+    out = []
+    shapes = STEP_SHAPES[2:3] if quick else STEP_SHAPES
+    for op in ("layer_norm", "rms_norm"):
+        for dname, dtype in DTYPES.items():
+            for Mx, Nx in shapes:
+                r = {"op": op, "dtype": dname, "M": Mx, "N": Nx}
+                r.update({k: round(v, 2) for k, v in host.step_us(op, Mx, Nx, dtype).items()})
+                out.append(r)
+                print(op, dname, Mx, Nx, {k: r[k] for k in host.KERNELS}, flush=True)
+                torch.cuda.empty_cache()
+    return out
+
+
+def main(out_path, quick=False):
+    calls, rounds = (300, 5) if quick else (400, 11)
+    result = {**stamp(), "shape": [M, N], "dtype": "float32",
+              "method": f"host_us: median of {rounds} rounds of {calls} back-to-back calls, time.perf_counter "
+                        "around each round, torch, mirror and fast taking turns round by round, the GPU idle "
+                        "enough to keep up; backward cells time "
+                        "torch.autograd.grad on graphs built before the round; steps: forward+backward "
+                        "through autograd, 20 back to back then one synchronize, median of 7 rounds taken in "
+                        "turns",
+              "rows": rows(calls, rounds)}
+    result["parts"] = {}
+    for kernels in ("mirror", "fast"):
+        result["parts"][kernels], prof = parts(kernels)
+        print(kernels, result["parts"][kernels], flush=True)
+    result["cprofile_fast_forward_backward"] = prof
+    result["steps"] = steps(quick)
     Path(out_path).write_text(json.dumps(result, indent=1) + "\n")
-    for k, v in with_plans.items():
-        print(f"{k:40s} {v:7.2f} us" + (f"   (no plans {without[k]:7.2f})" if k in without else ""))
-    print("pipelined", pipe, "ratio", result["ratio"])
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], quick=len(sys.argv) > 2 and sys.argv[2] == "quick")
