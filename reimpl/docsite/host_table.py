@@ -41,6 +41,26 @@ def worst_ratio(d: dict, kernels: str = "fast") -> tuple[float, tuple]:
     return max((c[kernels] / c["torch"], key) for key, c in cells(d).items())
 
 
+LIMIT = 1.5  # the host-cost goal: at most this many times torch's
+
+
+def over_limit(d: dict) -> list[tuple]:
+    """The small-shape cells where the fast call costs the host more than LIMIT times torch's."""
+    return [key for key, c in cells(d).items() if c["fast"] / c["torch"] > LIMIT]
+
+
+def host_over(d: dict | None) -> str:
+    """The cells over the limit, as a list."""
+    if d is None:
+        return MISSING
+    over = over_limit(d)
+    if not over:
+        return f"*No cell costs more than {LIMIT} times torch's ({_stamp(d)}).*\n"
+    c = cells(d)
+    return "".join(f"- `{CALLS[(op, api)]}`, {pass_}: {c[(op, api, pass_)]['fast'] / c[(op, api, pass_)]['torch']:.2f} "
+                   f"times\n" for op, api, pass_ in over)
+
+
 def host_table(d: dict | None) -> str:
     if d is None:
         return MISSING

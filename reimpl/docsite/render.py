@@ -16,7 +16,8 @@
     {% releases %}, {% releases_gpu %}, {% releases_copies %}, {% releases_host %}, {% releases_host_changes %},
     {% releases_what_you_get %}, {% large_tensor %}   the torch release matrix, the host dispatch read from
                              newer copies, inputs past 2^32 elements (reimpl/docsite/releases_table.py)
-    {% host_overhead %}, {% host_profile %}, {% host_parts %}, {% host_steps %}   host time per call, where it
+    {% host_overhead %}, {% host_over %}, {% host_profile %}, {% host_parts %}, {% host_steps %}   host time
+                             per call, where it
                              goes, and forward+backward steps (reimpl/docsite/host_table.py)
     {% siblings_* %}, {% softmax_errors %}, {% batchnorm_errors %}, {% merge_order %}
                              BatchNorm's and softmax's pages (reimpl/docsite/siblings_tables.py)
@@ -69,6 +70,8 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return host_table.host_profile(host_table.load())
         if kind == "host_parts" and not arg:
             return host_table.host_parts(host_table.load())
+        if kind == "host_over" and not arg:
+            return host_table.host_over(host_table.load())
         if kind == "host_steps" and not arg:
             return host_table.host_steps(host_table.load())
         if kind == "symbol_index" and not arg:
