@@ -41,8 +41,8 @@ FIXTURE = {
 
 def test_matrix_rows_and_ratios():
     text = host_table.host_table(FIXTURE)
-    assert "| `F.layer_norm / reimpl.layer_norm` | forward | 10.0 | 14.0 | 15.0 | 1.50 | 50.0 |" in text
-    assert "| `nn.RMSNorm` | backward | 80.0 | 100.0 | 120.0 | 1.50 | 160.0 |" in text
+    assert "| LayerNorm | functional | forward | 10.0 | 14.0 | 15.0 | 1.50 | 50.0 |" in text
+    assert "| RMSNorm | module | backward | 80.0 | 100.0 | 120.0 | 1.50 | 160.0 |" in text
 
 
 def test_steps_and_parts():
@@ -95,5 +95,6 @@ def test_over_limit_lists_each_cell_with_its_ratio():
     assert host_table.host_over(FIXTURE).startswith("*No cell costs more than 1.5")  # 1.50 is not over 1.5
     worse = {**FIXTURE, "rows": [dict(r, host_us=r["host_us"] * (2 if r["kernels"] == "fast" else 1))
                                  for r in FIXTURE["rows"]]}
-    assert host_table.host_over(worse) == ("- `F.layer_norm / reimpl.layer_norm`, forward: 3.00 times\n"
-                                           "- `nn.RMSNorm`, backward: 3.00 times\n")
+    assert host_table.host_over(worse) == (
+        "- LayerNorm, functional (`F.layer_norm / reimpl.layer_norm`), forward: 3.00 times\n"
+        "- RMSNorm, module (`nn.RMSNorm`), backward: 3.00 times\n")

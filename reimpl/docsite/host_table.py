@@ -15,6 +15,7 @@ CALLS = {("layer_norm", "functional"): "F.layer_norm / reimpl.layer_norm",
          ("layer_norm", "module"): "nn.LayerNorm", ("rms_norm", "module"): "nn.RMSNorm",
          ("layer_norm", "aten"): "native_layer_norm(_backward)",
          ("rms_norm", "aten"): "_fused_rms_norm(_backward)"}
+WAYS = {"functional": "functional", "module": "module", "aten": "aten op"}
 
 
 def load(path: Path = RESULTS / "host_overhead.json") -> dict | None:
@@ -57,8 +58,8 @@ def host_over(d: dict | None) -> str:
     if not over:
         return f"*No cell costs more than {LIMIT} times torch's ({_stamp(d)}).*\n"
     c = cells(d)
-    return "".join(f"- `{CALLS[(op, api)]}`, {pass_}: {c[(op, api, pass_)]['fast'] / c[(op, api, pass_)]['torch']:.2f} "
-                   f"times\n" for op, api, pass_ in over)
+    return "".join(f"- {OPS[op]}, {WAYS[api]} (`{CALLS[(op, api)]}`), {pass_}: "
+                   f"{c[(op, api, pass_)]['fast'] / c[(op, api, pass_)]['torch']:.2f} times\n" for op, api, pass_ in over)
 
 
 def host_table(d: dict | None) -> str:
@@ -67,11 +68,13 @@ def host_table(d: dict | None) -> str:
     M, N = d["shape"]
     rows = [f"*Host time per call in µs at {M} x {N} {d['dtype']}, torch's call beside the same call on the "
             f"mirror's kernels and on reimpl.fast's (each with its launch plans; the last column the fast call "
-            f"running the host mirror in full every time). Method: {d['method']}. {_stamp(d)}.*", "",
-            "| call | pass | torch | mirror | fast | fast / torch | fast, no plans |",
-            "|---|---|--:|--:|--:|--:|--:|"]
+            f"running the host mirror in full every time). Calls: functional is F.layer_norm / F.rms_norm against "
+            f"reimpl.layer_norm / reimpl.rms_norm, module is nn.LayerNorm / nn.RMSNorm, aten op is "
+            f"native_layer_norm / _fused_rms_norm and their backward ops. Method: {d['method']}. {_stamp(d)}.*", "",
+            "| op | call | pass | torch | mirror | fast | fast / torch | fast, no plan |",
+            "|---|---|---|--:|--:|--:|--:|--:|"]
     for (op, api, pass_), c in cells(d).items():
-        rows.append(f"| `{CALLS[(op, api)]}` | {pass_} | {c['torch']:.1f} | {c['mirror']:.1f} | {c['fast']:.1f} "
+        rows.append(f"| {OPS[op]} | {WAYS[api]} | {pass_} | {c['torch']:.1f} | {c['mirror']:.1f} | {c['fast']:.1f} "
                     f"| {c['fast'] / c['torch']:.2f} | {c['fast without plans']:.1f} |")
     return "\n".join(rows) + "\n"
 
