@@ -66,6 +66,8 @@ GPU_TABLES = {
                        + ["`reference/torch_versions.json`", _json("reference/torch_versions.json")["date"]]],
     "{% releases_gpu %}": [gpu("results/torch_versions_gpu.json") + ["Method:", "counts"]],
     "{% large_tensor %}": [gpu("results/large_tensor.json") + ["Method:", "dX"]],
+    "{% fast_backward fp32 %}": [gpu("results/fast_backward_bench.json") + ["Method:", "whole backward"]],
+    "{% fast_backward bf16 flushed %}": [gpu("results/fast_backward_bench.json") + ["L2 flushed", "whole backward"]],
     "{% host_overhead %}": [gpu("results/host_overhead.json") + ["µs", "Method:", "median"]],
     "{% host_profile %}": [gpu("results/host_overhead.json") + ["µs", "cProfile"]],
     "{% host_parts %}": [gpu("results/host_overhead.json") + ["µs", "Method:", "autograd's own thread"]],

@@ -7,6 +7,9 @@
     {% fast_rows_sweep %}         two or four 1024-element rows a warp, over M (results/fast_rows_sweep.json)
     {% fast_grad_bandwidth DTYPE [METHOD] %}  reimpl.fast's dX beside torch's and a copy (results/fast_grad_bench.json)
     {% fast_grad_chart DTYPE [METHOD] %}  the same as bars
+    {% fast_backward DTYPE [METHOD] %}  the whole backward (dX, dgamma, dbeta): reimpl.fast, torch and
+                                  Liger-Kernel, % of copy per shape (results/fast_backward_bench.json)
+    {% fast_backward_summary %}   its cells of at least 32 MB counted: against torch, against Liger, % of copy
     {% ladder_ncu PASS %}         Nsight Compute on torch's kernel and reimpl.fast's (results/ncu_fast_PASS.json:
                                   forward, grad, or l2: dX and a copy with the L2 left warm), as two
                                   tables (time and instructions; memory) narrow enough not to clip
@@ -25,6 +28,8 @@ FAST = RESULTS / "fast_bench.json"
 FAST_TRIED = RESULTS / "fast_experiments.json"
 FAST_ROWS = RESULTS / "fast_rows_sweep.json"
 FAST_GRAD = RESULTS / "fast_grad_bench.json"
+FAST_BACKWARD = RESULTS / "fast_backward_bench.json"
+LARGE = 32 << 20  # cells of at least this many bytes of x are the ones the goals speak of
 # ours first, then torch's and the copy
 ORDER = ("fast_layer_norm", "fast_rms_norm", "fast_layer_norm_dx", "fast_rms_norm_dx", "torch_layer_norm",
          "torch_rms_norm", "torch_layer_norm_dx", "torch_rms_norm_dx", "copy")
@@ -184,3 +189,71 @@ def fast_rows_sweep() -> str:
                 out.append(f"**{pct}**" if rows == plan else pct)
         lines.append(f"| {dtype} | {M} | {M / d['sms']:.1f} | " + " | ".join(out) + " |")
     return "\n".join(lines) + "\n"
+
+
+def backward_cells(d: dict, method: str = "pipelined") -> dict:
+    """(op, dtype, M, N) -> {"torch" | "fast" | "liger": row} of the whole-backward record."""
+    out: dict = {}
+    for r in d["rows"]:
+        if r["method"] != method or r["kernel"] == "copy":
+            continue
+        who, _, op = r["kernel"].removesuffix("_backward").partition("_")
+        out.setdefault((op, r["dtype"], r["M"], r["N"]), {})[who] = r
+    return out
+
+
+def large(dtype: str, M: int, N: int) -> bool:
+    return M * N * (4 if dtype == "fp32" else 2) >= LARGE
+
+
+def fast_backward(arg: str) -> str:
+    """% of copy of the whole backward per shape, LayerNorm and RMSNorm side by side. arg: "DTYPE [METHOD]"."""
+    d = load(FAST_BACKWARD)
+    if d is None:
+        return MISSING.format(cmd="python scripts/gpu/fast_backward_bench.py results/fast_backward_bench.json",
+                              file=FAST_BACKWARD.name)
+    dtype, _, method = arg.partition(" ")
+    method = method or "pipelined"
+    cells = backward_cells(d, method)
+    shapes = sorted({(M, N) for op, dt, M, N in cells if dt == dtype}, key=lambda s: s[0] * s[1])
+    lines = [caption(f"% of copy, whole backward (dX, dgamma, dbeta), {dtype}: reimpl.fast (torch's bits), torch "
+                     f"and Liger-Kernel {d['peers'].get('liger_kernel')} (other bits); {d['bytes']}; * marks cells "
+                     f"under {LARGE >> 20} MB", d, _method_words(arg, d["methods"][method])),
+             "| M x N | LN torch | LN fast | LN Liger | RMS torch | RMS fast | RMS Liger |",
+             "|---|--:|--:|--:|--:|--:|--:|"]
+    for M, N in shapes:
+        vals = []
+        for op in ("layer_norm", "rms_norm"):
+            c = cells[(op, dtype, M, N)]
+            vals += [f"{c[w]['pct_copy']:.0f}" if w in c else "-" for w in ("torch", "fast", "liger")]
+        mark = "" if large(dtype, M, N) else " *"
+        lines.append(f"| {M}&nbsp;x&nbsp;{N}{mark} | " + " | ".join(vals) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def backward_summary(d: dict) -> dict:
+    """Per op, over both methods' cells of at least 32 MB: cells, fast no slower than torch, Liger
+    faster than fast, and fast's % of copy range."""
+    out = {}
+    for op in ("layer_norm", "rms_norm"):
+        big = [c for method in d["methods"] for (o, dt, M, N), c in backward_cells(d, method).items()
+               if o == op and large(dt, M, N)]
+        out[op] = {"cells": len(big), "no_slower_than_torch": sum(c["fast"]["ms"] <= c["torch"]["ms"] for c in big),
+                   "liger_faster": sum("liger" in c and c["liger"]["ms"] < c["fast"]["ms"] for c in big),
+                   "pct": (min(c["fast"]["pct_copy"] for c in big), max(c["fast"]["pct_copy"] for c in big))}
+    return out
+
+
+def fast_backward_summary() -> str:
+    d = load(FAST_BACKWARD)
+    if d is None:
+        return MISSING.format(cmd="python scripts/gpu/fast_backward_bench.py results/fast_backward_bench.json",
+                              file=FAST_BACKWARD.name)
+    names = {"layer_norm": "LayerNorm", "rms_norm": "RMSNorm"}
+    parts = []
+    for op, v in backward_summary(d).items():
+        lo, hi = v["pct"]
+        parts.append(f"{names[op]}: of {v['cells']} cells of at least {LARGE >> 20} MB (both methods), `reimpl.fast` "
+                     f"is no slower than torch in {v['no_slower_than_torch']} and at {lo:.0f}-{hi:.0f}% of copy; "
+                     f"Liger-Kernel is faster than it in {v['liger_faster']}.")
+    return " ".join(parts) + f" ({d['device']}, torch {d['torch']}, {d['date']}.)\n"
