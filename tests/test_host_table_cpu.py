@@ -40,21 +40,21 @@ FIXTURE = {
 
 
 def test_matrix_rows_and_ratios():
-    text = host_table.host_table(FIXTURE)
-    assert "| LayerNorm | functional | forward | 10.0 | 14.0 | 15.0 | 1.50 | 50.0 |" in text
-    assert "| RMSNorm | module | backward | 80.0 | 100.0 | 120.0 | 1.50 | 160.0 |" in text
+    ln, rms = host_table.host_table(FIXTURE, "layer_norm"), host_table.host_table(FIXTURE, "rms_norm")
+    assert "| functional: forward | 10.0 | 14.0 | 15.0 | 1.50 | 50.0 |" in ln and "| module" not in ln
+    assert "| module: backward | 80.0 | 100.0 | 120.0 | 1.50 | 160.0 |" in rms and "| functional" not in rms
 
 
 def test_steps_and_parts():
-    assert "| LayerNorm | bf16 | 8192 x 4096 | 100 | 150 | 125 | 1.25 |" in host_table.host_steps(FIXTURE)
+    assert "| LayerNorm, bf16 | 8192×4096 | 100 | 150 | 125 | 1.25 |" in host_table.host_steps(FIXTURE)
     parts = host_table.host_parts(FIXTURE)
     assert "| torch's LayerNorm, forward and backward | 90.0 |" in parts
     assert "| the same call made by autograd, in its own thread | 40.0 |" in parts
 
 
 def test_missing_results_say_so():
-    for draw in (host_table.host_table, host_table.host_profile, host_table.host_parts, host_table.host_steps,
-                 host_table.host_over):
+    assert "Not measured yet" in host_table.host_table(None, "layer_norm")
+    for draw in (host_table.host_profile, host_table.host_parts, host_table.host_steps, host_table.host_over):
         assert "Not measured yet" in draw(None)
 
 

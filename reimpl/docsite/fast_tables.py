@@ -219,15 +219,15 @@ def fast_backward(arg: str) -> str:
     lines = [caption(f"% of copy, whole backward (dX, dgamma, dbeta), {dtype}: reimpl.fast (torch's bits), torch "
                      f"and Liger-Kernel {d['peers'].get('liger_kernel')} (other bits); {d['bytes']}; * marks cells "
                      f"under {LARGE >> 20} MB", d, _method_words(arg, d["methods"][method])),
-             "| M x N | LN torch | LN fast | LN Liger | RMS torch | RMS fast | RMS Liger |",
-             "|---|--:|--:|--:|--:|--:|--:|"]
+             "| M×N | LayerNorm: torch / fast / Liger | RMSNorm: torch / fast / Liger |",
+             "|---|--:|--:|"]
     for M, N in shapes:
         vals = []
         for op in ("layer_norm", "rms_norm"):
             c = cells[(op, dtype, M, N)]
-            vals += [f"{c[w]['pct_copy']:.0f}" if w in c else "-" for w in ("torch", "fast", "liger")]
+            vals.append(" / ".join(f"{c[w]['pct_copy']:.0f}" if w in c else "-" for w in ("torch", "fast", "liger")))
         mark = "" if large(dtype, M, N) else " *"
-        lines.append(f"| {M}&nbsp;x&nbsp;{N}{mark} | " + " | ".join(vals) + " |")
+        lines.append(f"| {M}×{N}{mark} | " + " | ".join(vals) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -62,20 +62,21 @@ def host_over(d: dict | None) -> str:
                    f"{c[(op, api, pass_)]['fast'] / c[(op, api, pass_)]['torch']:.2f} times\n" for op, api, pass_ in over)
 
 
-def host_table(d: dict | None) -> str:
+def host_table(d: dict | None, op: str) -> str:
+    """The matrix of one op ("layer_norm" or "rms_norm")."""
     if d is None:
         return MISSING
     M, N = d["shape"]
-    rows = [f"*Host time per call in µs at {M} x {N} {d['dtype']}, torch's call beside the same call on the "
-            f"mirror's kernels and on reimpl.fast's (each with its launch plans; the last column the fast call "
-            f"running the host mirror in full every time). Calls: functional is F.layer_norm / F.rms_norm against "
-            f"reimpl.layer_norm / reimpl.rms_norm, module is nn.LayerNorm / nn.RMSNorm, aten op is "
-            f"native_layer_norm / _fused_rms_norm and their backward ops. Method: {d['method']}. {_stamp(d)}.*", "",
-            "| op | call | pass | torch | mirror | fast | fast / torch | fast, no plan |",
-            "|---|---|---|--:|--:|--:|--:|--:|"]
-    for (op, api, pass_), c in cells(d).items():
-        rows.append(f"| {OPS[op]} | {WAYS[api]} | {pass_} | {c['torch']:.1f} | {c['mirror']:.1f} | {c['fast']:.1f} "
-                    f"| {c['fast'] / c['torch']:.2f} | {c['fast without plans']:.1f} |")
+    rows = [f"*Host time per call in µs at {M} x {N} {d['dtype']}, {OPS[op]}: torch's call beside the same call on "
+            f"the mirror's kernels and on reimpl.fast's (each with its launch plans; the last column the fast call "
+            f"running the host mirror in full every time). Calls: functional is {CALLS[(op, 'functional')]}, module "
+            f"is {CALLS[(op, 'module')]}, aten op is {CALLS[(op, 'aten')]}. Method: {d['method']}. {_stamp(d)}.*", "",
+            "| call: pass | torch | mirror | fast | fast / torch | fast, no plan |",
+            "|---|--:|--:|--:|--:|--:|"]
+    for (o, api, pass_), c in cells(d).items():
+        if o == op:
+            rows.append(f"| {WAYS[api]}: {pass_} | {c['torch']:.1f} | {c['mirror']:.1f} | {c['fast']:.1f} "
+                        f"| {c['fast'] / c['torch']:.2f} | {c['fast without plans']:.1f} |")
     return "\n".join(rows) + "\n"
 
 
@@ -85,9 +86,9 @@ def host_steps(d: dict | None) -> str:
         return MISSING
     rows = [f"*Forward+backward through autograd (functional call), µs per step, steps back to back: the "
             f"slower of host and GPU sets the pace. Method: {d['method']}. {_stamp(d)}.*", "",
-            "| op | dtype | M x N | torch | mirror | fast | fast / torch |", "|---|---|---|--:|--:|--:|--:|"]
+            "| op, dtype | M×N | torch | mirror | fast | fast / torch |", "|---|---|--:|--:|--:|--:|"]
     for r in d["steps"]:
-        rows.append(f"| {OPS[r['op']]} | {r['dtype']} | {r['M']} x {r['N']} | {r['torch']:.0f} | {r['mirror']:.0f} "
+        rows.append(f"| {OPS[r['op']]}, {r['dtype']} | {r['M']}×{r['N']} | {r['torch']:.0f} | {r['mirror']:.0f} "
                     f"| {r['fast']:.0f} | {r['fast'] / r['torch']:.2f} |")
     return "\n".join(rows) + "\n"
 

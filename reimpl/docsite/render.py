@@ -16,7 +16,7 @@
     {% releases %}, {% releases_gpu %}, {% releases_copies %}, {% releases_host %}, {% releases_host_changes %},
     {% releases_what_you_get %}, {% large_tensor %}   the torch release matrix, the host dispatch read from
                              newer copies, inputs past 2^32 elements (reimpl/docsite/releases_table.py)
-    {% host_overhead %}, {% host_over %}, {% host_profile %}, {% host_parts %}, {% host_steps %}   host time
+    {% host_overhead OP %}, {% host_over %}, {% host_profile %}, {% host_parts %}, {% host_steps %}   host time
                              per call, where it
                              goes, and forward+backward steps (reimpl/docsite/host_table.py)
     {% siblings_* %}, {% softmax_errors %}, {% batchnorm_errors %}, {% merge_order %}
@@ -64,8 +64,8 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return parity()
         if kind == "numerics_example" and not arg:
             return numerics_example()
-        if kind == "host_overhead" and not arg:
-            return host_table.host_table(host_table.load())
+        if kind == "host_overhead" and arg in host_table.OPS:
+            return host_table.host_table(host_table.load(), arg)
         if kind == "host_profile" and not arg:
             return host_table.host_profile(host_table.load())
         if kind == "host_parts" and not arg:
