@@ -68,6 +68,8 @@ GPU_TABLES = {
     "{% large_tensor %}": [gpu("results/large_tensor.json") + ["Method:", "dX"]],
     "{% fast_backward fp32 %}": [gpu("results/fast_backward_bench.json") + ["Method:", "whole backward"]],
     "{% fast_backward bf16 flushed %}": [gpu("results/fast_backward_bench.json") + ["L2 flushed", "whole backward"]],
+    "{% training_step %}": [gpu("results/training_step.json") + ["Method:", "Training step"],
+                          gpu("results/training_step.json") + ["Method:", "Inference"]],
     "{% host_overhead layer_norm %}": [gpu("results/host_overhead.json") + ["µs", "Method:", "median", "LayerNorm"]],
     "{% host_overhead rms_norm %}": [gpu("results/host_overhead.json") + ["µs", "Method:", "median", "RMSNorm"]],
     "{% host_profile %}": [gpu("results/host_overhead.json") + ["µs", "cProfile"]],

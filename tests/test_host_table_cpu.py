@@ -98,3 +98,17 @@ def test_over_limit_lists_each_cell_with_its_ratio():
     assert host_table.host_over(worse) == (
         "- LayerNorm, functional (`F.layer_norm / reimpl.layer_norm`), forward: 3.00 times\n"
         "- RMSNorm, module (`nn.RMSNorm`), backward: 3.00 times\n")
+
+
+def test_the_whole_model_record_says_what_the_guide_says():
+    """The record holds both models with every parameter bit-identical to torch's run (and torch's
+    own runs repeating), step and inference within a few percent of torch's, as the tables show."""
+    import json
+    d = json.loads((ROOT / "results/training_step.json").read_text())
+    assert len(d["rows"]) == 2
+    for r in d["rows"]:
+        assert r["params_bit_identical"] and r["torch_runs_bit_identical"]
+        assert abs(r["fast_norms_ms"] / r["torch_norms_ms"] - 1) < 0.03
+        assert abs(r["inference_batch1_fast_ms"] / r["inference_batch1_torch_ms"] - 1) < 0.05
+    text = host_table.training_step()
+    assert text.count("| yes after 20 |") == 2 and "| GPT-2 small |" in text and "| Llama-style |" in text

@@ -169,3 +169,33 @@ def host_profile(d: dict | None) -> str:
             us = sum(t for t, _ in items) * 1e6 / calls
             out.append(f"| {name} | {us:.1f} | {', '.join(w for _, w in sorted(items, reverse=True))} |")
     return "\n".join(out) + "\n"
+
+
+SHORT_MODEL = {"GPT-2": "GPT-2 small", "Llama": "Llama-style"}
+
+
+def _short(model: str) -> str:
+    return next((v for k, v in SHORT_MODEL.items() if model.startswith(k)), model)
+
+
+def training_step(path: Path = RESULTS / "training_step.json") -> str:
+    """A real model's training step and batch-1 inference, torch's norms against reimpl.fast's."""
+    if not path.exists():
+        return "*Not measured yet: run `python scripts/gpu/training_step.py results/training_step.json` on a GPU.*\n"
+    d = json.loads(path.read_text())
+    models = "; ".join(f"{_short(r['model'])}: {r['model']}, {r['dtype']}, batch {r['batch'][0]} x {r['batch'][1]}"
+                       for r in d["rows"])
+    rows = [f"*Training step in ms, torch's norms beside reimpl.fast's and a second copy with torch's norms (the "
+            f"control); whether every parameter is bit-identical to torch's run after the steps shown. Models: "
+            f"{models}. Method: {d['method']}. {_stamp(d)}.*", "",
+            "| model | parameters equal | torch | fast | control | fast / torch |", "|---|---|--:|--:|--:|--:|"]
+    for r in d["rows"]:
+        same = f"{'yes' if r['params_bit_identical'] else 'no'} after {r['steps']}"
+        rows.append(f"| {_short(r['model'])} | {same} | {r['torch_norms_ms']:.2f} | {r['fast_norms_ms']:.2f} "
+                    f"| {r['control_ms']:.2f} | {r['fast_norms_ms'] / r['torch_norms_ms']:.3f} |")
+    rows += ["", f"*Inference at batch 1 x 128 tokens in ms, the same models. Method: {d['method']}. {_stamp(d)}.*", "",
+             "| model | torch | fast | fast / torch |", "|---|--:|--:|--:|"]
+    for r in d["rows"]:
+        rows.append(f"| {_short(r['model'])} | {r['inference_batch1_torch_ms']:.2f} | {r['inference_batch1_fast_ms']:.2f} "
+                    f"| {r['inference_batch1_fast_ms'] / r['inference_batch1_torch_ms']:.3f} |")
+    return "\n".join(rows) + "\n"

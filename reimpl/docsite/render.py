@@ -16,9 +16,9 @@
     {% releases %}, {% releases_gpu %}, {% releases_copies %}, {% releases_host %}, {% releases_host_changes %},
     {% releases_what_you_get %}, {% large_tensor %}   the torch release matrix, the host dispatch read from
                              newer copies, inputs past 2^32 elements (reimpl/docsite/releases_table.py)
-    {% host_overhead OP %}, {% host_over %}, {% host_profile %}, {% host_parts %}, {% host_steps %}   host time
-                             per call, where it
-                             goes, and forward+backward steps (reimpl/docsite/host_table.py)
+    {% host_overhead OP %}, {% host_over %}, {% host_profile %}, {% host_parts %}, {% host_steps %},
+    {% training_step %}      host time per call, where it goes, forward+backward steps, and a whole
+                             model's training step (reimpl/docsite/host_table.py)
     {% siblings_* %}, {% softmax_errors %}, {% batchnorm_errors %}, {% merge_order %}
                              BatchNorm's and softmax's pages (reimpl/docsite/siblings_tables.py)
     {% judge_* %}, {% batch_invariance %}   "Test your kernel against torch" (reimpl/docsite/judge_tables.py)
@@ -72,6 +72,8 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return host_table.host_parts(host_table.load())
         if kind == "host_over" and not arg:
             return host_table.host_over(host_table.load())
+        if kind == "training_step" and not arg:
+            return host_table.training_step()
         if kind == "host_steps" and not arg:
             return host_table.host_steps(host_table.load())
         if kind == "symbol_index" and not arg:

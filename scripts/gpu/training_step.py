@@ -1,0 +1,161 @@
+"""A real model's training step with every norm on reimpl.fast, beside the same model with torch's
+norms: GPT-2 small (124M, its nn.LayerNorms) and a Llama-style model (transformers' LlamaForCausalLM,
+its RMSNorms replaced by torch.nn.RMSNorm in the torch run and reimpl.nn.RMSNorm in ours), random
+weights (nothing is downloaded), bf16 autocast, AdamW, deterministic algorithms on, eager attention.
+  parity:  the same seed, data and steps with torch's norms, with ours, and with torch's again (does
+           torch's own step repeat?): every parameter after STEPS_PARITY steps compared bit for bit.
+  timing:  three copies (torch's norms, ours, torch's again as the noise control) take turns step by
+           step; wall time of each step with a synchronize at its end; median over STEPS_TIMED steps.
+  inference: batch 1, 128 tokens, no grad, median forward time, torch's norms against ours.
+Writes OUT.json (rows: model, dtype, steps, torch_norms_ms, fast_norms_ms, control_ms,
+params_bit_identical, torch_runs_bit_identical, inference ...). Usage (a CUDA machine): python scripts/gpu/training_step.py OUT.json"""
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # cuBLAS's deterministic mode needs it
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import torch  # noqa: E402
+
+import reimpl  # noqa: E402
+from reimpl.checks.record import stamp  # noqa: E402
+
+STEPS_PARITY, STEPS_TIMED, WARM = 20, 50, 3
+BATCH, SEQ = 8, 1024
+
+
+def _swap(model, make):
+    """Replace every norm module with make(old), keeping its state."""
+    for name, child in list(model.named_children()):
+        new = make(child)
+        if new is not None:
+            setattr(model, name, new)
+        else:
+            _swap(child, make)
+    return model
+
+
+def build(kind: str, norms: str):
+    import transformers as tf
+    torch.manual_seed(0)
+    if kind == "gpt2":
+        cfg = tf.GPT2Config(n_layer=12, n_embd=768, n_head=12, vocab_size=50257, n_positions=SEQ,
+                            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+        cfg._attn_implementation = "eager"
+        model = tf.GPT2LMHeadModel(cfg)
+
+        def make(m):
+            if type(m) is torch.nn.LayerNorm and norms == "fast":
+                new = reimpl.nn.LayerNorm(m.normalized_shape, eps=m.eps)
+                new.load_state_dict(m.state_dict())
+                new.kernels = "fast"
+                return new
+            return None
+    else:
+        cfg = tf.LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=8, num_attention_heads=16,
+                             num_key_value_heads=16, vocab_size=32000, max_position_embeddings=SEQ)
+        cfg._attn_implementation = "eager"
+        model = tf.LlamaForCausalLM(cfg)
+
+        def make(m):
+            if type(m).__name__ == "LlamaRMSNorm":
+                new = (reimpl.nn.RMSNorm if norms == "fast" else torch.nn.RMSNorm)(m.weight.shape[0],
+                                                                                  eps=m.variance_epsilon)
+                with torch.no_grad():
+                    new.weight.copy_(m.weight)
+                if norms == "fast":
+                    new.kernels = "fast"
+                return new
+            return None
+    return _swap(model, make).cuda()
+
+
+def batches(kind: str, n: int):
+    g = torch.Generator(device="cuda").manual_seed(1)
+    vocab = 50257 if kind == "gpt2" else 32000
+    return [torch.randint(0, vocab, (BATCH, SEQ), device="cuda", generator=g) for _ in range(n)]
+
+
+def step(model, opt, ids):
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
+def run(kind: str) -> dict:
+    data = batches(kind, STEPS_PARITY)
+    trained = {}
+    for name, norms in (("torch", "torch"), ("fast", "fast"), ("control", "torch")):
+        model = build(kind, norms)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        for ids in data:
+            step(model, opt, ids)
+        torch.cuda.synchronize()
+        trained[name] = [p.detach().clone() for p in model.parameters()]
+        del model, opt
+
+    def identical(a, b):
+        return all(torch.equal(x.view(torch.int32), y.view(torch.int32)) for x, y in zip(trained[a], trained[b]))
+    same, control_same = identical("torch", "fast"), identical("torch", "control")
+    del trained
+    torch.cuda.empty_cache()
+
+    copies = {name: build(kind, norms) for name, norms in (("torch", "torch"), ("fast", "fast"), ("control", "torch"))}
+    opts = {name: torch.optim.AdamW(m.parameters(), lr=1e-4) for name, m in copies.items()}
+    data = batches(kind, 4)
+    times = {name: [] for name in copies}
+    for s in range(WARM + STEPS_TIMED):
+        for name, m in copies.items():
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            step(m, opts[name], data[s % len(data)])
+            torch.cuda.synchronize()
+            if s >= WARM:
+                times[name].append((time.perf_counter() - t) * 1e3)
+    inference = {}
+    ids = batches(kind, 1)[0][:1, :128]
+    for name in ("torch", "fast"):
+        m = copies[name].eval()
+        samples = []
+        with torch.no_grad():
+            for i in range(WARM + STEPS_TIMED):
+                torch.cuda.synchronize()
+                t = time.perf_counter()
+                m(input_ids=ids)
+                torch.cuda.synchronize()
+                if i >= WARM:
+                    samples.append((time.perf_counter() - t) * 1e3)
+        inference[name] = statistics.median(samples)
+    del copies, opts
+    torch.cuda.empty_cache()
+    return {"model": {"gpt2": "GPT-2 small (124M), its LayerNorms",
+                      "llama": "Llama-style (8 layers, 1024 wide), torch.nn.RMSNorm / reimpl.nn.RMSNorm"}[kind],
+            "dtype": "bf16 autocast", "batch": [BATCH, SEQ], "steps": STEPS_PARITY,
+            "params_bit_identical": same, "torch_runs_bit_identical": control_same,
+            **{f"{name}_norms_ms" if name != "control" else "control_ms": round(statistics.median(v), 3)
+               for name, v in times.items()},
+            "inference_batch1_torch_ms": round(inference["torch"], 3),
+            "inference_batch1_fast_ms": round(inference["fast"], 3)}
+
+
+def main(out: str) -> None:
+    torch.use_deterministic_algorithms(True, warn_only=True)  # the control run shows torch's own repeat
+    method = (f"parameters after {STEPS_PARITY} AdamW steps compared bit for bit; step times: three copies "
+              f"taking turns, wall time of each step with a synchronize at its end, median of {STEPS_TIMED} after "
+              f"{WARM}; inference: batch 1 x 128 tokens, median of {STEPS_TIMED}; deterministic algorithms on, "
+              f"eager attention, no dropout")
+    rows = []
+    for kind in ("gpt2", "llama"):
+        rows.append(run(kind))
+        print(rows[-1], flush=True)
+        Path(out).write_text(json.dumps({**stamp(), "method": method, "rows": rows}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
