@@ -112,3 +112,14 @@ def test_the_whole_model_record_says_what_the_guide_says():
         assert abs(r["inference_batch1_fast_ms"] / r["inference_batch1_torch_ms"] - 1) < 0.05
     text = host_table.training_step()
     assert text.count("| yes after 20 |") == 2 and "| GPT-2 small |" in text and "| Llama-style |" in text
+
+
+def test_bench_host_prints_every_cell_with_its_ratio(monkeypatch):
+    """`python -m reimpl bench --host` (reimpl.checks.host.table): one row per cell of host.cells(),
+    the three providers' times and fast / torch. The timing itself runs on a GPU; here it is stubbed."""
+    from reimpl.checks import host
+    monkeypatch.setattr(host, "host_us", lambda op, api, pass_, **kw: {"torch": 10.0, "mirror": 12.0, "fast": 15.0})
+    text = host.table(calls=1, rounds=1)
+    rows = [line for line in text.splitlines() if line.startswith("| layer_norm") or line.startswith("| rms_norm")]
+    assert len(rows) == len(list(host.cells())) == 20
+    assert "| layer_norm | functional | forward+backward | 10.0 | 12.0 | 15.0 | 1.50 |" in rows

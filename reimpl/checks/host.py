@@ -191,3 +191,16 @@ def step_us(op: str, M: int, N: int, dtype, kernels=KERNELS, api: str = "functio
         for k, run in runs.items():
             times[k].append(_time_round(run, None, steps))
     return {k: statistics.median(v) for k, v in times.items()}
+
+
+def table(calls: int = 400, rounds: int = 7, M: int = SMALL[0], N: int = SMALL[1]) -> str:
+    """The host-cost matrix as a Markdown table (`python -m reimpl bench --host`): every cell, torch,
+    the mirror and fast taking turns, with fast / torch."""
+    lines = [f"Host time per call in us at {M} x {N} fp32 (median of {rounds} rounds of {calls} calls, torch, "
+             "mirror and fast taking turns round by round).", "",
+             "| op | call | pass | torch | mirror | fast | fast / torch |", "|---|---|---|--:|--:|--:|--:|"]
+    for op, api, pass_ in cells():
+        us = host_us(op, api, pass_, M=M, N=N, calls=calls, rounds=rounds)
+        lines.append(f"| {op} | {api} | {pass_} | {us['torch']:.1f} | {us['mirror']:.1f} | {us['fast']:.1f} "
+                     f"| {us['fast'] / us['torch']:.2f} |")
+    return "\n".join(lines) + "\n"
