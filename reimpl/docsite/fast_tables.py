@@ -178,8 +178,8 @@ def fast_rows_sweep() -> str:
     keys = sorted({(r["dtype"], r["M"]) for r in d["rows"]}, key=lambda k: (k[0] != "bf16", k[1]))
     lines = [f"*{d['device']} ({d['sms']} SMs), torch {d['torch']}, {d['date']}; {d['method']}. "
              f"N = 1024, weight and bias; % of copy in the same run. Bold: the plan's choice.*\n",
-             "| dtype | M | rows per SM | LayerNorm, 2 rows a warp | LayerNorm, 4 | RMSNorm, 2 | RMSNorm, 4 |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+             "| dtype, M | rows per SM | LayerNorm, 2 rows a warp | LayerNorm, 4 | RMSNorm, 2 | RMSNorm, 4 |",
+             "|---|---:|---:|---:|---:|---:|"]
     for dtype, M in keys:
         plan = cell[(dtype, M, "copy")]["plan_rows"]
         out = []
@@ -187,7 +187,7 @@ def fast_rows_sweep() -> str:
             for rows in (2, 4):
                 pct = f"{cell[(dtype, M, f'{op} rows={rows}')]['pct_copy']:.0f}%"
                 out.append(f"**{pct}**" if rows == plan else pct)
-        lines.append(f"| {dtype} | {M} | {M / d['sms']:.1f} | " + " | ".join(out) + " |")
+        lines.append(f"| {dtype}, {M} | {M / d['sms']:.1f} | " + " | ".join(out) + " |")
     return "\n".join(lines) + "\n"
 
 
