@@ -8,17 +8,18 @@ pointers differ. So the first call runs the host function for real, through a ru
 each launch on and also writes it down; if every pointer argument it launched with is the address
 of one of the call's tensors (inputs, or outputs it returns), the plan is kept:
 
-    outputs: (shape, dtype, device) of each returned tensor, allocated fresh (torch.empty)
+    outputs: (shape, dtype, device) of each returned tensor, allocated fresh (torch.empty, or
+             torch.empty_like of a contiguous input of the same shape and dtype)
     launches: (kernel, grid, block, shared, arguments), each pointer argument named by the tensor
               it pointed into, everything else a constant (a `Resident` address included)
 
 A later call with the same key allocates the outputs and makes the same launches with its own
 pointers, through the same runtime. A runtime that swaps kernels (reimpl.fast's) makes its choice
 while the first call records, so the plan holds the kernels it chose and a replay does not choose
-again: the key holds everything that choice reads. A first call that made a temporary buffer, copied an input, or returned a
-tensor that no launch wrote (torch's own fill or .sum(0) kernels) keeps no plan: its signature
-always takes the full path. The caller builds the key; it must hold everything the host code's
-decisions depend on. Nothing here knows about LayerNorm.
+again: the key holds everything that choice reads. A first call that made a temporary buffer,
+copied an input, or returned a tensor that no launch wrote (torch's own fill or .sum(0) kernels)
+keeps no plan: its signature always takes the full path. The caller builds the key; it must hold
+everything the host code's decisions depend on. Nothing here knows about LayerNorm.
 """
 from __future__ import annotations
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..checks.grid import LARGE
 from .ladder_tables import FLUSHED, MISSING, PIPELINED, RESULTS, bench_chart, bench_table, caption, load
 
 NCU = {p: RESULTS / f"ncu_fast_{p}.json" for p in ("forward", "grad", "l2")}
@@ -29,7 +30,6 @@ FAST_TRIED = RESULTS / "fast_experiments.json"
 FAST_ROWS = RESULTS / "fast_rows_sweep.json"
 FAST_GRAD = RESULTS / "fast_grad_bench.json"
 FAST_BACKWARD = RESULTS / "fast_backward_bench.json"
-LARGE = 32 << 20  # cells of at least this many bytes of x are the ones the goals speak of
 # ours first, then torch's and the copy
 ORDER = ("fast_layer_norm", "fast_rms_norm", "fast_layer_norm_dx", "fast_rms_norm_dx", "torch_layer_norm",
          "torch_rms_norm", "torch_layer_norm_dx", "torch_rms_norm_dx", "copy")
@@ -203,6 +203,7 @@ def backward_cells(d: dict, method: str = "pipelined") -> dict:
 
 
 def large(dtype: str, M: int, N: int) -> bool:
+    """x alone is at least LARGE bytes (the whole-backward goals count cells by x's size)."""
     return M * N * (4 if dtype == "fp32" else 2) >= LARGE
 
 

@@ -1,6 +1,7 @@
 """The training guide's host-cost tables, drawn at build time from results/host_overhead.json
 (written on the GPU machine by scripts/gpu/host_bench.py, with scripts/gpu/host_probe.py's
-breakdown merged in as `probe`)."""
+breakdown merged in as `probe`), and its whole-model table from results/training_step.json
+(scripts/gpu/training_step.py)."""
 from __future__ import annotations
 
 import json

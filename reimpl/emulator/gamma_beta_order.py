@@ -102,10 +102,6 @@ def gamma_beta(T: ElementType, rms_norm: bool, dy, x, mean, rstd, sms: int = H10
     Y, R, G = tile(M, N, sms)
     dg, db = _chains(T, rms_norm, dy, x, mean, rstd, tile_steps(M, Y, R, G), R // Y)
     with np.errstate(over="ignore"):  # a sum past T's range stores inf, as on the GPU
-        return _finish(T, rms_norm, dg, db, G)
-
-
-def _finish(T: ElementType, rms_norm: bool, dg, db, G: int):
-    if G > 1:  # partial path: each chain's sum stored in T, then torch's .sum(0) over the chains
-        return torch_sum0(T.store(dg), T), (None if rms_norm else torch_sum0(T.store(db), T))
-    return T.store(_tree(dg)), (None if rms_norm else T.store(_tree(db)))
+        if G > 1:  # partial path: each chain's sum stored in T, then torch's .sum(0) over the chains
+            return torch_sum0(T.store(dg), T), (None if rms_norm else torch_sum0(T.store(db), T))
+        return T.store(_tree(dg)), (None if rms_norm else T.store(_tree(db)))

@@ -2,10 +2,9 @@
 Writes OUT.json: the environment stamp; `rows`, host microseconds per call of every cell of
 reimpl.checks.host (LayerNorm and RMSNorm; the aten op, the functional call and the module;
 forward, forward with grad, backward, forward+backward) at 8 x 1024 fp32 for torch, the mirror
-and fast, with plans and (ours) without; `parts`, the pieces of one functional forward+backward
-(the two kernel calls without autograd, the autograd Function forward alone, the whole step);
-`steps`, pipelined forward+backward time per step on shapes of at least 32 MB; and a cProfile of
-the fast forward+backward's two kernel calls.
+and fast, with plans and (ours) without; `steps`, pipelined forward+backward time per step on
+shapes of at least 32 MB; and a cProfile of the fast forward+backward's two kernel calls. Where a
+forward+backward's microseconds go is scripts/gpu/host_probe.py's, merged in as `probe`.
 Usage (a CUDA machine): python scripts/gpu/host_bench.py OUT.json [quick]"""
 import cProfile
 import io
@@ -44,41 +43,20 @@ def rows(calls, rounds):
     return out
 
 
-def parts(kernels, calls=1000, rounds=7):
-    """Host us of the pieces of reimpl.layer_norm's forward+backward at the small shape."""
-    from reimpl import autograd
-    x = torch.randn(M, N, device="cuda", requires_grad=True)
-    w = torch.randn(N, device="cuda", requires_grad=True)
-    b = torch.randn(N, device="cuda", requires_grad=True)
-    g = torch.randn(M, N, device="cuda")
-    rt = api.runtime_for(kernels)
-    xd, wd, bd = x.detach(), w.detach(), b.detach()
-    _, mean, rstd = api._native_layer_norm(xd, (N,), wd, bd, 1e-5, rt=rt)
-
-    def loop(one):
-        def run(_):
-            for _ in range(calls):
-                one()
-        for _ in range(3):
-            run(None)
-        return host._median_us(run, None, calls, rounds)
-    out = {
-        "forward kernels call (three outputs)": loop(lambda: api._native_layer_norm(xd, (N,), wd, bd, 1e-5, rt=rt)),
-        "backward kernels call": loop(lambda: api.native_layer_norm_backward(g, xd, (N,), mean, rstd, wd, bd,
-                                                                              (True, True, True), rt=rt)),
-        "autograd Function forward": loop(lambda: autograd.LayerNormFunction.apply(x, (N,), w, b, 1e-5, rt)),
-        "forward+backward": loop(lambda: torch.autograd.grad(
-            autograd.LayerNormFunction.apply(x, (N,), w, b, 1e-5, rt), (x, w, b), g)),
-    }
+def profile():
+    """cProfile of reimpl.fast's forward and backward kernel calls (no autograd) at the small shape."""
+    x, w, b, g = (torch.randn(*shape, device="cuda") for shape in ((M, N), (N,), (N,), (M, N)))
+    rt = api.runtime_for("fast")
+    _, mean, rstd = api._native_layer_norm(x, (N,), w, b, 1e-5, rt=rt)
     prof = cProfile.Profile()
     prof.enable()
     for _ in range(5000):
-        api._native_layer_norm(xd, (N,), wd, bd, 1e-5, rt=rt)
-        api.native_layer_norm_backward(g, xd, (N,), mean, rstd, wd, bd, (True, True, True), rt=rt)
+        api._native_layer_norm(x, (N,), w, b, 1e-5, rt=rt)
+        api.native_layer_norm_backward(g, x, (N,), mean, rstd, w, b, (True, True, True), rt=rt)
     prof.disable()
     text = io.StringIO()
     pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(20)
-    return {k: round(v, 2) for k, v in out.items()}, text.getvalue().split("\n", 3)[-1].strip()
+    return text.getvalue().split("\n", 3)[-1].strip()
 
 
 def steps(quick):
@@ -105,11 +83,7 @@ def main(out_path, quick=False):
                         "through autograd, 20 back to back then one synchronize, median of 7 rounds taken in "
                         "turns",
               "rows": rows(calls, rounds)}
-    result["parts"] = {}
-    for kernels in ("mirror", "fast"):
-        result["parts"][kernels], prof = parts(kernels)
-        print(kernels, result["parts"][kernels], flush=True)
-    result["cprofile_fast_forward_backward"] = prof
+    result["cprofile_fast_forward_backward"] = profile()
     result["steps"] = steps(quick)
     Path(out_path).write_text(json.dumps(result, indent=1) + "\n")
 

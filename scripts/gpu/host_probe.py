@@ -15,23 +15,20 @@ import torch  # noqa: E402
 
 import reimpl  # noqa: E402
 from reimpl import api, autograd  # noqa: E402
+from reimpl.checks import host  # noqa: E402
 
 M, N = 8, 1024
 CALLS, ROUNDS = 1000, 7
 
 
 def median_us(fn):
-    for _ in range(200):
-        fn()
-    out = []
-    for _ in range(ROUNDS):
-        torch.cuda.synchronize()
-        t = time.perf_counter()
+    """Host us per call of fn, after 200 warm-up calls (reimpl.checks.host's rounds)."""
+    def run(_):
         for _ in range(CALLS):
             fn()
-        out.append((time.perf_counter() - t) / CALLS * 1e6)
-        torch.cuda.synchronize()
-    return statistics.median(out)
+    for _ in range(200):
+        fn()
+    return host._median_us(run, None, CALLS, ROUNDS)
 
 
 class Nothing(torch.autograd.Function):
