@@ -8,6 +8,10 @@ Public API (torch CUDA tensors in and out, torch's current stream):
     nn.LayerNorm, nn.RMSNorm                                 drop-in modules
     torch.ops.reimpl.*                                       the aten-level four as torch.library ops
                                                              (registered as below; reimpl/ops.py)
+    in_torch(kernels)                                        context manager: torch's own LayerNorm and
+                                                             RMSNorm (modules, F.*, aten ops) run our
+                                                             kernels under torch's C++ autograd
+                                                             (reimpl/aten_kernels.py)
 
 The package's layers (mirror, device plumbing, emulator, checks, site) and the imports each may
 make are listed in reimpl/layers.py.
@@ -27,12 +31,12 @@ TORCH_VERSION = "2.11.0"
 TORCH_GIT_VERSION = "70d99e998b4955e0049d13a98d77ae1b14db1f45"
 
 __all__ = ["native_layer_norm", "fused_rms_norm", "native_layer_norm_backward", "fused_rms_norm_backward",
-           "layer_norm", "rms_norm", "nn", "TORCH_VERSION", "TORCH_GIT_VERSION"]
+           "layer_norm", "rms_norm", "nn", "in_torch", "TORCH_VERSION", "TORCH_GIT_VERSION"]
 
 # public name -> the module that defines it (a submodule itself where the name is the module's)
 _LAZY = {"native_layer_norm": "api", "fused_rms_norm": "api", "native_layer_norm_backward": "api",
          "fused_rms_norm_backward": "api", "layer_norm": "functional", "rms_norm": "functional",
-         "nn": "nn", "ops": "ops"}
+         "nn": "nn", "ops": "ops", "in_torch": "aten_kernels"}
 
 
 def __getattr__(name: str):

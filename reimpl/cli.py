@@ -298,8 +298,9 @@ def main(argv=None) -> int:
     b = sub.add_parser("bench", help="GPU time and host overhead, ours vs torch")
     b.add_argument("--out")
     b.add_argument("--backward", action="store_true", help="forward+backward and backward-only instead of forward")
-    b.add_argument("--host", action="store_true", help="host time per call of torch, the mirror and reimpl.fast: "
-                   "aten ops, functional calls and modules; forward, with grad, backward, forward+backward")
+    b.add_argument("--host", action="store_true", help="host time per call of torch, the mirror and reimpl.fast, "
+                   "called through reimpl and installed in torch (reimpl.in_torch): aten ops, functional calls and "
+                   "modules; forward, with grad, backward, forward+backward")
     b.set_defaults(fn=_cmd_bench)
     r = sub.add_parser("record-launches", help="record torch's launches (GPU) for the case matrix into a JSON file")
     r.add_argument("--out", required=True)

@@ -39,11 +39,11 @@ LAYERS = (
           "The bit-exact CPU twin of every kernel, with step traces; it replays the host mirror's launches.",
           ("mirror", "device")),
     Layer("public", ("reimpl", "reimpl.api", "reimpl.autograd", "reimpl.functional", "reimpl.nn", "reimpl.ops",
-                     "reimpl.fast"),
-          "reimpl/ (api, autograd, functional, nn, ops) and reimpl/fast/__init__.py",
+                     "reimpl.aten_kernels", "reimpl.fast"),
+          "reimpl/ (api, autograd, functional, nn, ops, aten_kernels) and reimpl/fast/__init__.py",
           "The public face: aten's contracts, autograd, torch.nn.functional's signatures, drop-in modules, "
-          "the same ops registered with torch.library for torch.compile and torch.export; each call names "
-          "its kernels, the mirror's or the fast ones.",
+          "the same ops registered with torch.library for torch.compile and torch.export, and our kernels "
+          "installed as aten's own; each call names its kernels, the mirror's or the fast ones.",
           ("fast", "mirror", "device")),
     Layer("fast", ("reimpl.fast.*",), "reimpl/fast/ (all but __init__.py)",
           "A kernel provider beside the mirror: forward and dX kernels of ours with torch's exact bits, "

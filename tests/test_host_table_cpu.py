@@ -116,10 +116,14 @@ def test_the_whole_model_record_says_what_the_guide_says():
 
 def test_bench_host_prints_every_cell_with_its_ratio(monkeypatch):
     """`python -m reimpl bench --host` (reimpl.checks.host.table): one row per cell of host.cells(),
-    the three providers' times and fast / torch. The timing itself runs on a GPU; here it is stubbed."""
+    the five providers' times and each of ours over torch's. The timing itself runs on a GPU; here it
+    is stubbed."""
     from reimpl.checks import host
-    monkeypatch.setattr(host, "host_us", lambda op, api, pass_, **kw: {"torch": 10.0, "mirror": 12.0, "fast": 15.0})
+    us = {"torch": 10.0, "mirror": 12.0, "fast": 15.0, "mirror_in_torch": 11.0, "fast_in_torch": 13.0}
+    monkeypatch.setattr(host, "host_us", lambda op, api, pass_, **kw: us)
     text = host.table(calls=1, rounds=1)
     rows = [line for line in text.splitlines() if line.startswith("| layer_norm") or line.startswith("| rms_norm")]
     assert len(rows) == len(list(host.cells())) == 20
-    assert "| layer_norm | functional | forward+backward | 10.0 | 12.0 | 15.0 | 1.50 |" in rows
+    assert ("| layer_norm | functional | forward+backward | 10.0 | 12.0 | 15.0 | 11.0 | 13.0 | 1.20 | 1.50 | 1.10 "
+            "| 1.30 |") in rows
+    assert "| fast_in_torch / torch |" in text

@@ -1,7 +1,11 @@
 """Host cost of a call, torch's beside the mirror's and reimpl.fast's, the way users make it.
 
-Three kernel providers (torch, "mirror", "fast"), two operations (LayerNorm, RMSNorm), three ways in
-(the aten op, torch.nn.functional's call, an nn module) and four passes:
+Five providers, two operations (LayerNorm, RMSNorm), three ways in (the aten op,
+torch.nn.functional's call, an nn module) and four passes. The providers: torch's own calls on its
+kernels ("torch"); reimpl's calls, modules and ops on the mirror's kernels or the fast ones ("mirror",
+"fast"); and torch's own calls again with our kernels installed as aten's ("mirror_in_torch",
+"fast_in_torch", reimpl/aten_kernels.py), installed around each of their rounds, outside the clock.
+The passes:
 
     forward            no argument needs a gradient: no graph is built
     forward, grad      the input needs one: the call also records the autograd graph
@@ -15,12 +19,14 @@ slower), which is what a training step pays.
 """
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 
 import torch
 
-KERNELS = ("torch", "mirror", "fast")
+KERNELS = ("torch", "mirror", "fast", "mirror_in_torch", "fast_in_torch")
+IN_TORCH = "_in_torch"
 PASSES = ("forward", "forward, grad", "backward", "forward+backward")
 APIS = ("functional", "module", "aten")
 SMALL = (8, 1024)
@@ -42,10 +48,20 @@ def _inputs(op, M, N, dtype, grad: bool):
     return x, w, b
 
 
+def installed(kernels: str):
+    """The context a provider's calls run in: our kernels installed as aten's for the in-torch ones."""
+    if kernels.endswith(IN_TORCH):
+        from .. import aten_kernels
+        return aten_kernels.in_torch(kernels.removesuffix(IN_TORCH))
+    return contextlib.nullcontext()
+
+
 def forward_fn(op: str, api: str, kernels: str, N: int, dtype, w, b):
     """f(x) -> the output tensor, for one provider and way in."""
     import reimpl
     F = torch.nn.functional
+    if kernels.endswith(IN_TORCH):  # torch's own call; what runs below it is installed around the round
+        kernels = "torch"
     if api == "module":
         if kernels == "torch":
             m = (torch.nn.LayerNorm(N, device="cuda", dtype=dtype) if op == "layer_norm"
@@ -79,14 +95,15 @@ def _params(f, x, w, b):
     return tuple(t for t in (x, w, b) if t is not None)
 
 
-def _time_round(run, setup, calls: int) -> float:
+def _time_round(run, setup, calls: int, kernels: str = "torch") -> float:
     """Microseconds per call of one round of `calls` calls (setup, if any, made before the clock)."""
-    state = setup() if setup is not None else None
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    run(state)
-    t1 = time.perf_counter()
-    torch.cuda.synchronize()
+    with installed(kernels):
+        state = setup() if setup is not None else None
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        run(state)
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
     return (t1 - t0) / calls * 1e6
 
 
@@ -122,8 +139,9 @@ def _cell(op: str, api: str, kernels: str, pass_: str, M: int, N: int, dtype, ca
         def run(_):
             for _ in range(calls):
                 torch.autograd.grad(f(x), params, g)
-    for _ in range(3):  # first calls compile, load and record plans
-        run(setup() if setup else None)
+    with installed(kernels):
+        for _ in range(3):  # first calls compile, load and record plans
+            run(setup() if setup else None)
     return run, setup
 
 
@@ -135,7 +153,7 @@ def host_us(op: str, api: str, pass_: str, kernels=KERNELS, M: int = SMALL[0], N
     times: dict[str, list] = {k: [] for k in kernels}
     for _ in range(rounds):
         for k, (run, setup) in cells.items():
-            times[k].append(_time_round(run, setup, calls))
+            times[k].append(_time_round(run, setup, calls, k))
     return {k: statistics.median(v) for k, v in times.items()}
 
 
@@ -147,7 +165,7 @@ def _aten_backward(op, kernels, M, N, dtype, calls):
     aten = torch.ops.aten
     if op == "layer_norm":
         _, mean, rstd = aten.native_layer_norm(x, [N], w, b, 1e-5)
-        if kernels == "torch":
+        if kernels == "torch" or kernels.endswith(IN_TORCH):
             def one():
                 aten.native_layer_norm_backward(g, x, [N], mean, rstd, w, b, [True, True, True])
         else:
@@ -155,7 +173,7 @@ def _aten_backward(op, kernels, M, N, dtype, calls):
                 reimpl.native_layer_norm_backward(g, x, (N,), mean, rstd, w, b, (True, True, True), kernels=kernels)
     else:
         _, rstd = aten._fused_rms_norm(x, [N], w, 1e-5)
-        if kernels == "torch":
+        if kernels == "torch" or kernels.endswith(IN_TORCH):
             def one():
                 aten._fused_rms_norm_backward(g, x, [N], rstd, w, [True, True])
         else:
@@ -165,8 +183,9 @@ def _aten_backward(op, kernels, M, N, dtype, calls):
     def run(_):
         for _ in range(calls):
             one()
-    for _ in range(3):
-        run(None)
+    with installed(kernels):
+        for _ in range(3):
+            run(None)
     return run, None
 
 
@@ -183,24 +202,27 @@ def step_us(op: str, M: int, N: int, dtype, kernels=KERNELS, api: str = "functio
         def run(_, f=f, x=x, g=g, params=_params(f, x, w, b)):
             for _ in range(steps):
                 torch.autograd.grad(f(x), params, g)
-        for _ in range(2):
-            run(None)
+        with installed(k):
+            for _ in range(2):
+                run(None)
         runs[k] = run
     times: dict[str, list] = {k: [] for k in kernels}
     for _ in range(rounds):
         for k, run in runs.items():
-            times[k].append(_time_round(run, None, steps))
+            times[k].append(_time_round(run, None, steps, k))
     return {k: statistics.median(v) for k, v in times.items()}
 
 
 def table(calls: int = 400, rounds: int = 7, M: int = SMALL[0], N: int = SMALL[1]) -> str:
-    """The host-cost matrix as a Markdown table (`python -m reimpl bench --host`): every cell, torch,
-    the mirror and fast taking turns, with fast / torch."""
-    lines = [f"Host time per call in us at {M} x {N} fp32 (median of {rounds} rounds of {calls} calls, torch, "
-             "mirror and fast taking turns round by round).", "",
-             "| op | call | pass | torch | mirror | fast | fast / torch |", "|---|---|---|--:|--:|--:|--:|"]
+    """The host-cost matrix as a Markdown table (`python -m reimpl bench --host`): every cell, the
+    five providers taking turns, with each of ours over torch's."""
+    ours = KERNELS[1:]
+    lines = [f"Host time per call in us at {M} x {N} fp32 (median of {rounds} rounds of {calls} calls, the "
+             "providers taking turns round by round; '/ torch' columns are each provider over torch).", "",
+             "| op | call | pass | " + " | ".join(KERNELS) + " | " + " | ".join(f"{k} / torch" for k in ours) + " |",
+             "|---|---|---|" + "--:|" * (len(KERNELS) + len(ours))]
     for op, api, pass_ in cells():
         us = host_us(op, api, pass_, M=M, N=N, calls=calls, rounds=rounds)
-        lines.append(f"| {op} | {api} | {pass_} | {us['torch']:.1f} | {us['mirror']:.1f} | {us['fast']:.1f} "
-                     f"| {us['fast'] / us['torch']:.2f} |")
+        lines.append(f"| {op} | {api} | {pass_} | " + " | ".join(f"{us[k]:.1f}" for k in KERNELS) + " | "
+                     + " | ".join(f"{us[k] / us['torch']:.2f}" for k in ours) + " |")
     return "\n".join(lines) + "\n"

@@ -13,6 +13,8 @@ public face: the public API with `kernels="fast"`, loaded on first use.
     layer_norm, rms_norm                   torch.nn.functional's, differentiable: the backward runs
                                            the fast dX kernel too
     use_fast(module)                       make reimpl.nn.LayerNorm / RMSNorm modules in `module` use it
+    in_torch()                             context manager: torch's own norms run these kernels, under
+                                           torch's C++ autograd (reimpl/aten_kernels.py)
     fast_runtime()                         the provider's runtime
 
 Layer: public. May import: fast, mirror, device.
@@ -61,6 +63,12 @@ def use_fast(module):
         if isinstance(m, (nn.LayerNorm, nn.RMSNorm)):
             m.kernels = "fast"
     return module
+
+
+def in_torch():
+    """reimpl.in_torch("fast"): inside the block, torch's own LayerNorm and RMSNorm run these kernels."""
+    from ..aten_kernels import in_torch
+    return in_torch("fast")
 
 
 def fast_runtime():

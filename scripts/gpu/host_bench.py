@@ -2,9 +2,10 @@
 Writes OUT.json: the environment stamp; `rows`, host microseconds per call of every cell of
 reimpl.checks.host (LayerNorm and RMSNorm; the aten op, the functional call and the module;
 forward, forward with grad, backward, forward+backward) at 8 x 1024 fp32 for torch, the mirror
-and fast, with plans and (ours) without; `steps`, pipelined forward+backward time per step on
+and fast (with plans and without), and torch's calls with the mirror or fast installed as aten's
+kernels (reimpl.in_torch); `steps`, pipelined forward+backward time per step on
 shapes of at least 32 MB; and a cProfile of the fast forward+backward's two kernel calls. Where a
-forward+backward's microseconds go is scripts/gpu/host_probe.py's, merged in as `probe`.
+forward+backward's microseconds go is scripts/gpu/host_probe.py's, run last and stored as `probe`.
 Usage (a CUDA machine): python scripts/gpu/host_bench.py OUT.json [quick]"""
 import cProfile
 import io
@@ -77,7 +78,9 @@ def main(out_path, quick=False):
     calls, rounds = (300, 5) if quick else (400, 11)
     result = {**stamp(), "shape": [M, N], "dtype": "float32",
               "method": f"host_us: median of {rounds} rounds of {calls} back-to-back calls, time.perf_counter "
-                        "around each round, torch, mirror and fast taking turns round by round, the GPU idle "
+                        "around each round, the five providers (torch; reimpl's calls on the mirror's and the fast kernels; "
+                        "torch's calls with each installed as aten's, installed around the round, outside the clock) "
+                        "taking turns round by round, the GPU idle "
                         "enough to keep up; backward cells time "
                         "torch.autograd.grad on graphs built before the round; steps: forward+backward "
                         "through autograd, 20 back to back then one synchronize, median of 7 rounds taken in "
@@ -85,6 +88,9 @@ def main(out_path, quick=False):
               "rows": rows(calls, rounds)}
     result["cprofile_fast_forward_backward"] = profile()
     result["steps"] = steps(quick)
+    Path(out_path).write_text(json.dumps(result, indent=1) + "\n")
+    from host_probe import probe  # this script's folder is on sys.path
+    result["probe"] = probe()
     Path(out_path).write_text(json.dumps(result, indent=1) + "\n")
 
 

@@ -1,7 +1,9 @@
 """Where the host time of one forward+backward through autograd goes, at 8 x 1024 fp32: torch's
-profiler (CPU events) for torch's norms, the mirror's and reimpl.fast's; wall time inside our
+profiler (CPU events) for torch's norms, the mirror's and reimpl.fast's, and torch's call with
+the fast kernels installed as aten's (reimpl.fast.in_torch); wall time inside our
 autograd Function's backward (measured in the thread autograd runs it in) against the whole
 backward; and the floor, a Python autograd Function that launches nothing.
+scripts/gpu/host_bench.py runs it and stores it as its record's `probe`.
 Usage (a CUDA machine): python scripts/gpu/host_probe.py OUT.json"""
 import json
 import statistics
@@ -41,7 +43,7 @@ class Nothing(torch.autograd.Function):
         return g
 
 
-def main(out):
+def probe() -> dict:
     x = torch.randn(M, N, device="cuda", requires_grad=True)
     w = torch.randn(N, device="cuda", requires_grad=True)
     b = torch.randn(N, device="cuda", requires_grad=True)
@@ -50,7 +52,10 @@ def main(out):
     fns = {"torch": lambda x: F.layer_norm(x, (N,), w, b),
            "mirror": lambda x: reimpl.layer_norm(x, (N,), w, b),
            "fast": lambda x: reimpl.layer_norm(x, (N,), w, b, kernels="fast")}
-    res = {"floor": {"python Function, forward+backward": median_us(lambda: torch.autograd.grad(Nothing.apply(x), x, g)),
+    res = {"method": f"scripts/gpu/host_probe.py: median of {ROUNDS} rounds of {CALLS} calls at {M} x {N} fp32, "
+                     "reimpl.layer_norm (LayerNorm), and F.layer_norm for torch and in torch; 'inside' times are "
+                     "medians of 2000 single calls timed in autograd's own thread",
+           "floor": {"python Function, forward+backward": median_us(lambda: torch.autograd.grad(Nothing.apply(x), x, g)),
                      "x * 2, forward+backward": median_us(lambda: torch.autograd.grad(x * 2, x, g)),
                      "torch.empty(8, 1024)": median_us(lambda: torch.empty((M, N), dtype=torch.float32, device=x.device)),
                      "torch.empty_like(x)": median_us(lambda: torch.empty_like(x))}}
@@ -80,24 +85,27 @@ def main(out):
         r = orig_backward(ctx, gy)
         inside.append(time.perf_counter() - t)
         return r
-    for kernels in ("torch", "mirror", "fast"):
-        f = fns[kernels]
-        step = median_us(lambda: torch.autograd.grad(f(x), (x, w, b), g))
-        fwd = median_us(lambda: f(x))
-        row = {"forward, grad": fwd, "forward+backward": step}
-        if kernels != "torch":
-            autograd.LayerNormFunction.backward = staticmethod(timed_backward)  # grad mode is off in it
-            api._native_layer_norm_backward = timed_api
-            inside.clear(), body.clear()
-            for _ in range(2000):
-                torch.autograd.grad(f(x), (x, w, b), g)
-            autograd.LayerNormFunction.backward = autograd._once(orig_backward)
-            api._native_layer_norm_backward = orig_api
-            row["inside Function.backward"] = statistics.median(inside) * 1e6
-            row["inside api backward call"] = statistics.median(body) * 1e6
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as p:
-            for _ in range(200):
-                torch.autograd.grad(f(x), (x, w, b), g)
+    for kernels in ("torch", "mirror", "fast", "fast_in_torch"):
+        f = fns.get(kernels, fns["torch"])  # in torch: torch's call, our kernels installed below it
+        with host.installed(kernels):
+            step = median_us(lambda: torch.autograd.grad(f(x), (x, w, b), g))
+            fwd = median_us(lambda: f(x))
+            row = {"forward, grad": fwd, "forward+backward": step}
+            if kernels != "torch":
+                if kernels in ("mirror", "fast"):
+                    autograd.LayerNormFunction.backward = staticmethod(timed_backward)  # grad mode is off in it
+                api._native_layer_norm_backward = timed_api
+                inside.clear(), body.clear()
+                for _ in range(2000):
+                    torch.autograd.grad(f(x), (x, w, b), g)
+                autograd.LayerNormFunction.backward = autograd._once(orig_backward)
+                api._native_layer_norm_backward = orig_api
+                if inside:
+                    row["inside Function.backward"] = statistics.median(inside) * 1e6
+                row["inside api backward call"] = statistics.median(body) * 1e6
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as p:
+                for _ in range(200):
+                    torch.autograd.grad(f(x), (x, w, b), g)
         row["profile"] = p.key_averages().table(sort_by="cpu_time_total", row_limit=18)
         res[kernels] = row
         print(kernels, {k: v for k, v in row.items() if k != "profile"}, flush=True)
@@ -140,8 +148,8 @@ def main(out):
         autograd.LayerNormFunction.backward = autograd._once(orig_backward)
         res[f"cprofile {kernels} backward in autograd's thread"] = table(state["prof"], 24)
         print(kernels, "backward in thread\n", res[f"cprofile {kernels} backward in autograd's thread"], flush=True)
-    Path(out).write_text(json.dumps(res, indent=1) + "\n")
+    return res
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    Path(sys.argv[1]).write_text(json.dumps(probe(), indent=1) + "\n")

@@ -2,13 +2,22 @@
 norms: GPT-2 small (124M, its nn.LayerNorms) and a Llama-style model (transformers' LlamaForCausalLM,
 its RMSNorms replaced by torch.nn.RMSNorm in the torch run and reimpl.nn.RMSNorm in ours), random
 weights (nothing is downloaded), bf16 autocast, AdamW, deterministic algorithms on, eager attention.
-  parity:  the same seed, data and steps with torch's norms, with ours, and with torch's again (does
-           torch's own step repeat?): every parameter after STEPS_PARITY steps compared bit for bit.
-  timing:  three copies (torch's norms, ours, torch's again as the noise control) take turns step by
-           step; wall time of each step with a synchronize at its end; median over STEPS_TIMED steps.
-  inference: batch 1, 128 tokens, no grad, median forward time, torch's norms against ours.
-Writes OUT.json (rows: model, dtype, steps, torch_norms_ms, fast_norms_ms, control_ms,
-params_bit_identical, torch_runs_bit_identical, inference ...). Usage (a CUDA machine): python scripts/gpu/training_step.py OUT.json"""
+Two ways onto the fast kernels: "fast" swaps in reimpl.nn modules (reimpl's Python autograd);
+"in_torch" keeps torch's modules and installs the fast kernels as aten's (reimpl.fast.in_torch).
+  parity:  the same seed, data and steps with torch's norms, with each of ours, and with torch's
+           again (does torch's own step repeat?): every parameter after STEPS_PARITY steps compared
+           bit for bit.
+  timing:  four copies (torch's norms, fast, in_torch, torch's again as the noise control) take turns
+           step by step; wall time of each step with a synchronize at its end; median over STEPS_TIMED.
+  inference: batch 1, 128 tokens, no grad, median forward time, the same copies taking turns.
+  compiled: torch.compile of the torch-norm model (Inductor generates its own norm kernels, with
+           other bits) against torch.compile of the fast model (our ops opaque to Inductor, torch's
+           norm bits), taking turns step by step as above; the price of exact norms under compile.
+Writes OUT.json (rows: model, dtype, steps, torch_norms_ms, fast_norms_ms, in_torch_norms_ms,
+control_ms, params_bit_identical, in_torch_params_bit_identical, torch_runs_bit_identical, inference
+..., compiled_torch_norms_ms, compiled_fast_norms_ms). Usage (a CUDA machine):
+python scripts/gpu/training_step.py OUT.json [MODEL ...]"""
+import contextlib
 import json
 import os
 import statistics
@@ -80,6 +89,14 @@ def batches(kind: str, n: int):
     return [torch.randint(0, vocab, (BATCH, SEQ), device="cuda", generator=g) for _ in range(n)]
 
 
+# each copy: (its name in the record, the norms its model is built with, installed fast kernels)
+COPIES = (("torch", "torch", False), ("fast", "fast", False), ("in_torch", "torch", True), ("control", "torch", False))
+
+
+def installed(in_torch: bool):
+    return reimpl.fast.in_torch() if in_torch else contextlib.nullcontext()
+
+
 def step(model, opt, ids):
     with torch.autocast("cuda", dtype=torch.bfloat16):
         loss = model(input_ids=ids, labels=ids).loss
@@ -91,67 +108,89 @@ def step(model, opt, ids):
 def run(kind: str) -> dict:
     data = batches(kind, STEPS_PARITY)
     trained = {}
-    for name, norms in (("torch", "torch"), ("fast", "fast"), ("control", "torch")):
+    for name, norms, in_torch in COPIES:
         model = build(kind, norms)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-        for ids in data:
-            step(model, opt, ids)
-        torch.cuda.synchronize()
+        with installed(in_torch):
+            for ids in data:
+                step(model, opt, ids)
+            torch.cuda.synchronize()
         trained[name] = [p.detach().clone() for p in model.parameters()]
         del model, opt
 
     def identical(a, b):
         return all(torch.equal(x.view(torch.int32), y.view(torch.int32)) for x, y in zip(trained[a], trained[b]))
-    same, control_same = identical("torch", "fast"), identical("torch", "control")
+    same = {name: identical("torch", name) for name in ("fast", "in_torch", "control")}
     del trained
     torch.cuda.empty_cache()
 
-    copies = {name: build(kind, norms) for name, norms in (("torch", "torch"), ("fast", "fast"), ("control", "torch"))}
-    opts = {name: torch.optim.AdamW(m.parameters(), lr=1e-4) for name, m in copies.items()}
+    copies = {name: (build(kind, norms), in_torch) for name, norms, in_torch in COPIES}
+    opts = {name: torch.optim.AdamW(m.parameters(), lr=1e-4) for name, (m, _) in copies.items()}
     data = batches(kind, 4)
-    times = {name: [] for name in copies}
-    for s in range(WARM + STEPS_TIMED):
-        for name, m in copies.items():
-            torch.cuda.synchronize()
-            t = time.perf_counter()
-            step(m, opts[name], data[s % len(data)])
-            torch.cuda.synchronize()
-            if s >= WARM:
-                times[name].append((time.perf_counter() - t) * 1e3)
-    inference = {}
+    times = turns({name: (lambda s, m=m, o=opts[name]: step(m, o, data[s % len(data)]), in_torch)
+                   for name, (m, in_torch) in copies.items()})
     ids = batches(kind, 1)[0][:1, :128]
-    for name in ("torch", "fast"):
-        m = copies[name].eval()
-        samples = []
-        with torch.no_grad():
-            for i in range(WARM + STEPS_TIMED):
-                torch.cuda.synchronize()
-                t = time.perf_counter()
-                m(input_ids=ids)
-                torch.cuda.synchronize()
-                if i >= WARM:
-                    samples.append((time.perf_counter() - t) * 1e3)
-        inference[name] = statistics.median(samples)
+
+    def infer(m):
+        m.eval()
+        return lambda s: m(input_ids=ids)
+    with torch.no_grad():
+        inference = turns({name: (infer(m), in_torch) for name, (m, in_torch) in copies.items() if name != "control"})
     del copies, opts
     torch.cuda.empty_cache()
+    compiled = compiled_steps(kind)
     return {"model": {"gpt2": "GPT-2 small (124M), its LayerNorms",
                       "llama": "Llama-style (8 layers, 1024 wide), torch.nn.RMSNorm / reimpl.nn.RMSNorm"}[kind],
             "dtype": "bf16 autocast", "batch": [BATCH, SEQ], "steps": STEPS_PARITY,
-            "params_bit_identical": same, "torch_runs_bit_identical": control_same,
+            "params_bit_identical": same["fast"], "in_torch_params_bit_identical": same["in_torch"],
+            "torch_runs_bit_identical": same["control"],
             **{f"{name}_norms_ms" if name != "control" else "control_ms": round(statistics.median(v), 3)
                for name, v in times.items()},
-            "inference_batch1_torch_ms": round(inference["torch"], 3),
-            "inference_batch1_fast_ms": round(inference["fast"], 3)}
+            **{f"inference_batch1_{name}_ms": round(statistics.median(v), 3) for name, v in inference.items()},
+            **{f"compiled_{name}_norms_ms": round(statistics.median(v), 3) for name, v in compiled.items()}}
+
+
+def turns(runs: dict) -> dict:
+    """{name: (f(step index), in_torch)} -> {name: [ms of each timed call]}, the copies taking turns
+    call by call, each call's wall time with a synchronize at its end (installation outside the clock)."""
+    times = {name: [] for name in runs}
+    for s in range(WARM + STEPS_TIMED):
+        for name, (f, in_torch) in runs.items():
+            with installed(in_torch):
+                torch.cuda.synchronize()
+                t = time.perf_counter()
+                f(s)
+                torch.cuda.synchronize()
+                if s >= WARM:
+                    times[name].append((time.perf_counter() - t) * 1e3)
+    return times
+
+
+def compiled_steps(kind: str) -> dict:
+    """Step times of the torch-norm model and the fast one, each under torch.compile."""
+    models = {name: torch.compile(build(kind, name)) for name in ("torch", "fast")}
+    opts = {name: torch.optim.AdamW(m.parameters(), lr=1e-4) for name, m in models.items()}
+    data = batches(kind, 4)
+    for name, m in models.items():  # compile the forward and the backward before the clock
+        step(m, opts[name], data[0])
+    times = turns({name: (lambda s, m=m, o=opts[name]: step(m, o, data[s % len(data)]), False)
+                   for name, m in models.items()})
+    del models, opts
+    torch.cuda.empty_cache()
+    return times
 
 
 def main(out: str) -> None:
     torch.use_deterministic_algorithms(True, warn_only=True)  # the control run shows torch's own repeat
-    method = (f"parameters after {STEPS_PARITY} AdamW steps compared bit for bit; step times: three copies "
-              f"taking turns, wall time of each step with a synchronize at its end, median of {STEPS_TIMED} after "
-              f"{WARM}; inference: batch 1 x 128 tokens, median of {STEPS_TIMED}; deterministic algorithms on, "
-              f"eager attention, no dropout")
+    method = (f"parameters after {STEPS_PARITY} AdamW steps compared bit for bit; step times: four copies "
+              f"(torch's norms, reimpl.nn modules on the fast kernels, torch's modules with the fast kernels "
+              f"installed in torch, torch's norms again) taking turns, wall time of each step with a synchronize "
+              f"at its end, median of {STEPS_TIMED} after {WARM}; inference: batch 1 x 128 tokens, median of "
+              f"{STEPS_TIMED}, taking turns; compiled: torch.compile (default mode) of the torch-norm and the "
+              f"fast model, compiled before the clock, taking turns; deterministic algorithms on, eager "
+              f"attention, no dropout")
     rows = []
-    for kind in ("gpt2", "llama"):
+    for kind in sys.argv[2:] or ("gpt2", "llama"):
         rows.append(run(kind))
         print(rows[-1], flush=True)
         Path(out).write_text(json.dumps({**stamp(), "method": method, "rows": rows}, indent=1) + "\n")
