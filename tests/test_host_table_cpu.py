@@ -118,7 +118,8 @@ def test_bench_host_prints_every_cell_with_its_ratio(monkeypatch):
     """`python -m reimpl bench --host` (reimpl.checks.host.table): one row per cell of host.cells(),
     the five providers' times and each of ours over torch's. The timing itself runs on a GPU; here it
     is stubbed."""
-    from reimpl.checks import host
+    from reimpl.checks import bench, host
+    monkeypatch.setattr(bench, "_stamp_line", lambda: "Device: a GPU.")
     us = {"torch": 10.0, "mirror": 12.0, "fast": 15.0, "mirror_in_torch": 11.0, "fast_in_torch": 13.0}
     monkeypatch.setattr(host, "host_us", lambda op, api, pass_, **kw: us)
     text = host.table(calls=1, rounds=1)
@@ -126,4 +127,4 @@ def test_bench_host_prints_every_cell_with_its_ratio(monkeypatch):
     assert len(rows) == len(list(host.cells())) == 20
     assert ("| layer_norm | functional | forward+backward | 10.0 | 12.0 | 15.0 | 11.0 | 13.0 | 1.20 | 1.50 | 1.10 "
             "| 1.30 |") in rows
-    assert "| fast_in_torch / torch |" in text
+    assert "| fast_in_torch / torch |" in text and text.startswith("Device: a GPU.\n")

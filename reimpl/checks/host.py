@@ -216,8 +216,9 @@ def step_us(op: str, M: int, N: int, dtype, kernels=KERNELS, api: str = "functio
 def table(calls: int = 400, rounds: int = 7, M: int = SMALL[0], N: int = SMALL[1]) -> str:
     """The host-cost matrix as a Markdown table (`python -m reimpl bench --host`): every cell, the
     five providers taking turns, with each of ours over torch's."""
+    from .bench import _stamp_line
     ours = KERNELS[1:]
-    lines = [f"Host time per call in us at {M} x {N} fp32 (median of {rounds} rounds of {calls} calls, the "
+    lines = [_stamp_line(), "", f"Host time per call in us at {M} x {N} fp32 (median of {rounds} rounds of {calls} calls, the "
              "providers taking turns round by round; '/ torch' columns are each provider over torch).", "",
              "| op | call | pass | " + " | ".join(KERNELS) + " | " + " | ".join(f"{k} / torch" for k in ours) + " |",
              "|---|---|---|" + "--:|" * (len(KERNELS) + len(ours))]
