@@ -1,6 +1,6 @@
 """CPU: the fast kernel compiles for sm_90 with torch's numerics and no warnings (including the
-mirror's sources it reuses), without spilling registers; and its launch plan: one warp per row up to
-N = 2048, then one (32, 4) block per row holding its share in registers up to N = 16384, streaming
+mirror's sources it reuses), without spilling registers; and its launch plan: groups of lanes, several
+rows a warp, up to N = 128, one warp per row up to N = 2048, then one (32, 4) block per row holding its share in registers up to N = 16384, streaming
 beyond."""
 import itertools
 import re
@@ -18,14 +18,18 @@ def test_fast_kernel_compiles_for_sm90_without_warnings():
     assert prog.log == "", prog.log
     # 15 (dtype, LayerNorm/RMSNorm, affine) combinations x 4 block kernels (R = 0, 8, 16, 32), and warp
     # kernels (RW, rows, full): fp32 (1|2, 1, either), (4, 1, general); 16-bit (1|2, 2, either),
-    # (2, 4, full), (4, 1, general)
-    assert len(prog.lowered) == len(F._instantiations()) == len(set(F._instantiations())) == 15 * 4 + 5 * 5 + 10 * 6
+    # (2, 4, full), (4, 1, general); group kernels G = 1, 2, 4, 8, 16, 32
+    assert len(prog.lowered) == len(F._instantiations()) == len(set(F._instantiations())) == 15 * (4 + 6) + 5 * 5 + 10 * 6
     assert "-ftz=false" in compile_mod.compile_options(F.SOURCE, "sm_90")
     assert f"-I{K.SOURCE.directory}" in compile_mod.compile_options(F.SOURCE, "sm_90")
 
 
 @pytest.mark.parametrize("N,template,targs_tail,grid,block", [
-    (4, "fast_layer_norm_warp_kernel", (1, 4, 2, False), (125,), (32, 4)),
+    (4, "fast_layer_norm_group_kernel", (1, 4), (8,), (32, 4)),        # 128 rows a block
+    (12, "fast_layer_norm_group_kernel", (4, 4), (32,), (32, 4)),      # 3 vectors: groups of 4 lanes
+    (64, "fast_layer_norm_group_kernel", (16, 4), (125,), (32, 4)),
+    (128, "fast_layer_norm_group_kernel", (32, 4), (250,), (32, 4)),
+    (132, "fast_layer_norm_warp_kernel", (1, 4, 2, False), (125,), (32, 4)),
     (512, "fast_layer_norm_warp_kernel", (1, 4, 2, True), (125,), (32, 4)),
     (516, "fast_layer_norm_warp_kernel", (2, 4, 2, False), (125,), (32, 4)),
     (768, "fast_layer_norm_warp_kernel", (2, 4, 2, False), (125,), (32, 4)),
@@ -73,7 +77,8 @@ def test_plan_rows_and_full(T, N, M, sms, rows, full, grid):
 
 def test_every_plan_is_instantiated():
     """Whatever M, N and SM count, the plan names a kernel the source instantiates."""
-    for T, N, M, sms in itertools.product((K.float_, K.Half, K.BFloat16), (4, 508, 512, 516, 1020, 1024, 1028, 2048,
+    for T, N, M, sms in itertools.product((K.float_, K.Half, K.BFloat16), (4, 8, 64, 124, 128, 132, 508, 512, 516,
+                                                                           1020, 1024, 1028, 2048,
                                                                            2052, 16384, 16388),
                                           (1, 7, 2112, 4096, 65536), (1, 66, 132, 144)):
         for rms, g, b in ((False, True, True), (False, True, False), (False, False, False), (True, True, False),
@@ -87,6 +92,8 @@ def test_every_thread_fills_more_than_half_its_slots():
     thread's share and is less than twice it."""
     for N, T in itertools.product(range(4, 16388, 4), (K.float_, K.BFloat16)):
         kernel, _, _ = F.plan(T, False, True, True, 1, N, 132)
+        if kernel.template is F.GROUP_TEMPLATE:  # one vector a lane, its presence checked
+            continue
         slots = kernel.targs[-4] if kernel.template is F.WARP_TEMPLATE else kernel.targs[-1]
         share = -(-(N // 4) // F.THREADS)
         assert share <= slots < 2 * share or slots == 1, (N, slots, share)
@@ -104,12 +111,28 @@ def test_registers_without_spills():
         f.flush()
         usage = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True, check=True).stdout
     found = re.findall(r"Function (\S+):\s+REG:(\d+) STACK:(\d+) SHARED:\d+ LOCAL:(\d+)", usage)
-    assert len(found) == len(set(F._instantiations())) == 15 * 4 + 5 * 5 + 10 * 6
+    assert len(found) == len(set(F._instantiations())) == 15 * (4 + 6) + 5 * 5 + 10 * 6
     for name, reg, stack, local in found:
         assert stack == "0" and local == "0", (name, reg, stack)
     regs = {n: int(r) for n, r, _, _ in found}
     fp32_r32 = [r for n, r in regs.items() if "fast_layer_norm_kernelIff" in n and "Lj32E" in n]
     assert fp32_r32 and max(fp32_r32) <= 168  # 3 blocks of 128 threads in 65536 registers
+
+
+def test_group_kernel_skips_only_merges_that_keep_the_value():
+    """merge_empty stands for torch's merge of a state with an empty one only where the state's
+    count c has c * (1.f / c) == 1 in float (then nA is 0 and nB is 1 exactly): the counts it meets
+    are 4 (a lane's own vector, at the rounds of offset >= G) and N (the shared-memory rounds), for
+    every N the group kernel takes. The group covers the row: G holds N / 4 vectors, and only
+    torch's first warp has any."""
+    import numpy as np
+    one = np.float32(1)
+    for N in range(4, 132, 4):
+        G = F.group_lanes(N)
+        assert G is not None and N // 4 <= G <= 32 and (G == 1 or G < 2 * (N // 4))
+        for c in (4, N):
+            assert np.float32(c) * (one / np.float32(c)) == one, c
+    assert F.group_lanes(132) is None
 
 
 def test_bias_without_weight_stays_with_the_mirror():

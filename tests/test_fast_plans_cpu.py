@@ -14,14 +14,14 @@ from reimpl.checks.cases_backward import BackwardCase
 from reimpl.device import replay, runtime
 from reimpl.device.replay import Resident
 from reimpl.fast import forward, grad_input
-from reimpl.fast.runtime import swap
+from reimpl.fast.runtime import FORWARD_TEMPLATES, swap
 from reimpl.mirror import kernel_table as K
 
 REF = Path(__file__).resolve().parents[1] / "reference"
 FORWARD = json.loads((REF / "torch_launches_forward.json").read_text())["cases"]
 BACKWARD = json.loads((REF / "torch_launches_backward.json").read_text())["cases"]
 TABLE = 0x7F00_0000_1000  # where a device's reciprocal table would sit
-FORWARD_OURS = (forward.TEMPLATE, forward.WARP_TEMPLATE)
+FORWARD_OURS = FORWARD_TEMPLATES
 GRAD_OURS = (grad_input.TEMPLATE, grad_input.WARP_TEMPLATE)
 
 

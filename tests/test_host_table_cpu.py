@@ -21,14 +21,19 @@ FIXTURE = {
     "rows": [_row("layer_norm", "functional", "forward", "torch", 10.0),
              _row("layer_norm", "functional", "forward", "mirror", 14.0, 40.0),
              _row("layer_norm", "functional", "forward", "fast", 15.0, 50.0),
+             _row("layer_norm", "functional", "forward", "mirror_in_torch", 13.0),
+             _row("layer_norm", "functional", "forward", "fast_in_torch", 12.0),
              _row("rms_norm", "module", "backward", "torch", 80.0),
              _row("rms_norm", "module", "backward", "mirror", 100.0, 150.0),
-             _row("rms_norm", "module", "backward", "fast", 120.0, 160.0)],
+             _row("rms_norm", "module", "backward", "fast", 120.0, 160.0),
+             _row("rms_norm", "module", "backward", "mirror_in_torch", 90.0),
+             _row("rms_norm", "module", "backward", "fast_in_torch", 100.0)],
     "steps": [{"op": "layer_norm", "dtype": "bf16", "M": 8192, "N": 4096, "torch": 100.0, "mirror": 150.0,
-               "fast": 125.0}],
-    "probe": {"method": "pm", "floor": {k: 1.0 for _, k, _ in host_table.PARTS},
+               "fast": 125.0, "mirror_in_torch": 140.0, "fast_in_torch": 130.0}],
+    "probe": {"method": "pm", "floor": {k: 1.0 for s, k, _ in host_table.PARTS if s == "floor"},
               "torch": {"forward+backward": 90.0, "forward, grad": 12.0},
-              "fast": {"inside api backward call": 40.0, "forward, grad": 30.0, "forward+backward": 180.0}},
+              "fast": {"inside api backward call": 40.0, "forward, grad": 30.0, "forward+backward": 180.0},
+              "fast_in_torch": {"inside api backward call": 45.0, "forward, grad": 28.0, "forward+backward": 170.0}},
     "cprofile_fast_forward_backward": "\n".join([
         "   ncalls  tottime  percall  cumtime  percall filename:lineno(function)",
         "     2000    0.020    0.000    0.100    0.000 /home/someone/repo/reimpl/api.py:80(_plan_call)",
@@ -41,15 +46,17 @@ FIXTURE = {
 
 def test_matrix_rows_and_ratios():
     ln, rms = host_table.host_table(FIXTURE, "layer_norm"), host_table.host_table(FIXTURE, "rms_norm")
-    assert "| functional: forward | 10.0 | 14.0 | 15.0 | 1.50 | 50.0 |" in ln and "| module" not in ln
-    assert "| module: backward | 80.0 | 100.0 | 120.0 | 1.50 | 160.0 |" in rms and "| functional" not in rms
+    assert "| functional: forward | 10.0 | 14.0 | 15.0 | 13.0 | 12.0 | 1.50 | 1.20 |" in ln and "| module" not in ln
+    assert "| module: backward | 80.0 | 100.0 | 120.0 | 90.0 | 100.0 | 1.50 | 1.25 |" in rms and "| functional" not in rms
+    assert "| call: pass | torch | mirror | fast | in torch: mirror | in torch: fast |" in ln
 
 
 def test_steps_and_parts():
-    assert "| LayerNorm, bf16 | 8192×4096 | 100 | 150 | 125 | 1.25 |" in host_table.host_steps(FIXTURE)
+    assert "| LayerNorm, bf16 | 8192×4096 | 100 | 150 | 125 | 130 | 1.25 | 1.30 |" in host_table.host_steps(FIXTURE)
     parts = host_table.host_parts(FIXTURE)
     assert "| torch's LayerNorm, forward and backward | 90.0 |" in parts
     assert "| the same call made by autograd, in its own thread | 40.0 |" in parts
+    assert "| in torch: torch's forward and backward on our kernels | 170.0 |" in parts
 
 
 def test_missing_results_say_so():
@@ -73,22 +80,34 @@ def _number_after(text: str, phrase: str) -> float:
 
 
 def test_the_guides_claims_hold_for_the_committed_record():
-    """training.md says: the fast call costs the host what the mirror's costs; every cell over the
-    limit builds an autograd graph; the direct backward call costs well under what the same call
-    costs in autograd's thread; an autograd Function that launches nothing already costs most of
-    torch's whole LayerNorm step; a fast step on 32-128 MB tensors takes about the small shape's
-    host forward+backward and is slower than torch's on every row."""
+    """training.md says: the fast call costs the host about what the mirror's costs, and running the
+    host mirror in full 1.4 to 3.8 times as much; installed in torch, a forward that builds a graph costs a few percent less than through our
+    Function, a forward+backward about the same, a forward without a graph more than through reimpl;
+    the backward call costs well over the direct call in autograd's thread, whichever node calls it;
+    an autograd Function that launches nothing costs most of torch's whole LayerNorm step; a fast
+    step on 32-128 MB tensors takes about the small shape's host forward+backward and is slower than
+    torch's on every row, either way in."""
     d = host_table.load()
     page = (ROOT / "docs/guide/training.md").read_text()
     cells = host_table.cells(d)
-    assert all(0.85 < c["fast"] / c["mirror"] < 1.15 for c in cells.values())
-    assert all(pass_ in ("forward, grad", "forward+backward") for _, _, pass_ in host_table.over_limit(d))
+    assert all(0.8 < c["fast"] / c["mirror"] < 1.2 for c in cells.values())
+    lo, hi = host_table.plans_saving(d)
+    assert f"makes the fast call {lo:.1f} to {hi:.1f} times" in page
+    for key, c in cells.items():
+        if key[2] == "forward, grad":
+            assert 0.85 < c["fast_in_torch"] / c["fast"] < 1.0, key
+        if key[2] == "forward+backward":
+            assert 0.95 < c["fast_in_torch"] / c["fast"] < 1.05, key
+        if key[2] == "forward":
+            assert c["fast_in_torch"] > c["fast"], key
     p = d["probe"]
-    assert p["fast"]["inside api backward call"] > 1.5 * p["floor"]["fast: backward kernels call"]
+    for who in ("fast", "fast_in_torch"):
+        assert p[who]["inside api backward call"] > 1.5 * p["floor"]["fast: backward kernels call"]
     assert p["floor"]["python Function, forward+backward"] > 0.5 * p["torch"]["forward+backward"]
     small = cells[("layer_norm", "functional", "forward+backward")]["fast"]
     assert all(0.6 * small < r["fast"] < 1.5 * small for r in d["steps"])
-    assert all(r["fast"] > r["torch"] for r in d["steps"]) and "slower\nthan torch's on every row" in page
+    assert all(r["fast"] > r["torch"] and r["fast_in_torch"] > r["torch"] for r in d["steps"])
+    assert "slower\nthan torch's on every row below, either way in" in page
 
 
 def test_over_limit_lists_each_cell_with_its_ratio():
@@ -96,22 +115,31 @@ def test_over_limit_lists_each_cell_with_its_ratio():
     worse = {**FIXTURE, "rows": [dict(r, host_us=r["host_us"] * (2 if r["kernels"] == "fast" else 1))
                                  for r in FIXTURE["rows"]]}
     assert host_table.host_over(worse) == (
-        "- LayerNorm, functional (`F.layer_norm / reimpl.layer_norm`), forward: 3.00 times\n"
-        "- RMSNorm, module (`nn.RMSNorm`), backward: 3.00 times\n")
+        "- LayerNorm, functional (`F.layer_norm / reimpl.layer_norm`), forward: 3.00 times through reimpl, "
+        "1.20 in torch\n"
+        "- RMSNorm, module (`nn.RMSNorm`), backward: 3.00 times through reimpl, 1.25 in torch\n")
 
 
 def test_the_whole_model_record_says_what_the_guide_says():
-    """The record holds both models with every parameter bit-identical to torch's run (and torch's
-    own runs repeating), step and inference within a few percent of torch's, as the tables show."""
+    """The record holds both models with every parameter bit-identical to torch's run both ways in
+    (and torch's own runs repeating); the step within 1% of torch's both ways, as the control's;
+    batch-1 inference slower than torch's both ways and slower in torch than through reimpl; the
+    compiled step with our norms slower than with Inductor's."""
     import json
     d = json.loads((ROOT / "results/training_step.json").read_text())
     assert len(d["rows"]) == 2
     for r in d["rows"]:
-        assert r["params_bit_identical"] and r["torch_runs_bit_identical"]
-        assert abs(r["fast_norms_ms"] / r["torch_norms_ms"] - 1) < 0.03
-        assert abs(r["inference_batch1_fast_ms"] / r["inference_batch1_torch_ms"] - 1) < 0.05
+        assert r["params_bit_identical"] and r["in_torch_params_bit_identical"] and r["torch_runs_bit_identical"]
+        for k in ("fast_norms_ms", "in_torch_norms_ms", "control_ms"):
+            assert abs(r[k] / r["torch_norms_ms"] - 1) < 0.01, k
+        assert r["inference_batch1_in_torch_ms"] > r["inference_batch1_fast_ms"] > r["inference_batch1_torch_ms"]
+        assert r["compiled_fast_norms_ms"] > r["compiled_torch_norms_ms"]
     text = host_table.training_step()
-    assert text.count("| yes after 20 |") == 2 and "| GPT-2 small |" in text and "| Llama-style |" in text
+    assert text.count("| 20 | yes, yes |") == 2 and "| GPT-2 small |" in text and "| Llama-style |" in text
+    page = (ROOT / "docs/guide/training.md").read_text()
+    assert "either way in, the step is as fast as torch's, within the spread the control copy shows" in page
+    assert "It is slower than torch's both ways, and slower in torch than through `reimpl`" in page
+    assert "| ours / Inductor's |" in host_table.compiled_step()
 
 
 def test_bench_host_prints_every_cell_with_its_ratio(monkeypatch):

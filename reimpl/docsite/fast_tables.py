@@ -10,6 +10,9 @@
     {% fast_backward DTYPE [METHOD] %}  the whole backward (dX, dgamma, dbeta): reimpl.fast, torch and
                                   Liger-Kernel, % of copy per shape (results/fast_backward_bench.json)
     {% fast_backward_summary %}   its cells of at least 32 MB counted: against torch, against Liger, % of copy
+    {% fast_grid DTYPE [METHOD] %}  the forward on the whole shared grid (results/fast_grid_bench.json):
+                                  % of copy of torch, reimpl.fast and Liger-Kernel per cell of at least 32 MB
+    {% fast_grid_summary %}       its cells counted per dtype and method: at 90% of copy or more, slower than torch
     {% ladder_ncu PASS %}         Nsight Compute on torch's kernel and reimpl.fast's (results/ncu_fast_PASS.json:
                                   forward, grad, or l2: dX and a copy with the L2 left warm), as two
                                   tables (time and instructions; memory) narrow enough not to clip
@@ -30,6 +33,8 @@ FAST_TRIED = RESULTS / "fast_experiments.json"
 FAST_ROWS = RESULTS / "fast_rows_sweep.json"
 FAST_GRAD = RESULTS / "fast_grad_bench.json"
 FAST_BACKWARD = RESULTS / "fast_backward_bench.json"
+FAST_GRID = RESULTS / "fast_grid_bench.json"
+GOAL = 90.0  # % of copy the forward is held to on cells of at least LARGE bytes
 # ours first, then torch's and the copy
 ORDER = ("fast_layer_norm", "fast_rms_norm", "fast_layer_norm_dx", "fast_rms_norm_dx", "torch_layer_norm",
          "torch_rms_norm", "torch_layer_norm_dx", "torch_rms_norm_dx", "copy")
@@ -258,3 +263,80 @@ def fast_backward_summary() -> str:
                      f"is no slower than torch in {v['no_slower_than_torch']} and at {lo:.0f}-{hi:.0f}% of copy; "
                      f"Liger-Kernel is faster than it in {v['liger_faster']}.")
     return " ".join(parts) + f" ({d['device']}, torch {d['torch']}, {d['date']}.)\n"
+
+
+def grid_cells(d: dict, method: str) -> dict:
+    """(dtype, part, M, N, large) -> {kernel: row} of the whole-grid forward record, for one method."""
+    out: dict = {}
+    for r in d["rows"]:
+        if r["method"] == method:
+            out.setdefault((r["dtype"], r["part"], r["M"], r["N"], r["large"]), {})[r["kernel"]] = r
+    return out
+
+
+def grid_summary(d: dict) -> list[dict]:
+    """Per method, dtype and op: cells of at least 32 MB, those at GOAL% of copy or more, the lowest %
+    and its cell; and cells of any size where fast is slower than torch."""
+    out = []
+    for method in d["methods"]:
+        cells = grid_cells(d, method)
+        for dtype in ("fp32", "bf16", "fp16"):
+            for op in ("layer_norm", "rms_norm"):
+                mine = {k: c for k, c in cells.items() if k[0] == dtype}
+                big = [(k, c[f"fast_{op}"]["pct_copy"]) for k, c in mine.items() if k[4]]
+                low_k, low = min(big, key=lambda kv: kv[1])
+                out.append({"method": method, "dtype": dtype, "op": op, "large": len(big),
+                            "at_goal": sum(p >= GOAL for _, p in big), "lowest": low, "lowest_at": low_k[2:4],
+                            "slower_than_torch": sum(c[f"fast_{op}"]["ms"] > c[f"torch_{op}"]["ms"]
+                                                     for c in mine.values()), "cells": len(mine)})
+    return out
+
+
+def _grid_missing() -> str:
+    return MISSING.format(cmd="python scripts/gpu/fast_grid_bench.py results/fast_grid_bench.json",
+                          file=FAST_GRID.name)
+
+
+def fast_grid_summary() -> str:
+    d = load(FAST_GRID)
+    if d is None:
+        return _grid_missing()
+    names = {"layer_norm": "LayerNorm", "rms_norm": "RMSNorm"}
+    lines = [caption(f"reimpl.fast's forward on the whole grid: of the cells of at least {LARGE >> 20} MB, how many "
+                     f"reach {GOAL:.0f}% of copy and the lowest; of all cells, how many are slower than torch's "
+                     f"kernel", d, "both, as in the tables below"),
+             f"| method, dtype | op | at {GOAL:.0f}% or more | lowest % (M×N) | slower than torch |",
+             "|---|---|--:|--:|--:|"]
+    for r in grid_summary(d):
+        M, N = r["lowest_at"]
+        lines.append(f"| {r['method']}, {r['dtype']} | {names[r['op']]} | {r['at_goal']} of {r['large']} "
+                     f"| {r['lowest']:.0f} ({M}×{N}) | {r['slower_than_torch']} of {r['cells']} |")
+    return "\n".join(lines) + "\n"
+
+
+def fast_grid(arg: str) -> str:
+    """% of copy per cell of at least 32 MB, torch / fast / Liger for LayerNorm and RMSNorm, a
+    mark on fast's figure where it is under GOAL. arg: "DTYPE [METHOD]"."""
+    d = load(FAST_GRID)
+    if d is None:
+        return _grid_missing()
+    dtype, _, method = arg.partition(" ")
+    method = method or "pipelined"
+    cells = grid_cells(d, method)
+    lines = [caption(f"% of copy, forward, {dtype}, the cells of at least {LARGE >> 20} MB of the shared grid: torch, "
+                     f"reimpl.fast (torch's bits) and Liger-Kernel {d['peers'].get('liger_kernel')} (other bits); "
+                     f"{d['bytes']}; fast's figure in bold where it is under {GOAL:.0f}", d,
+                     _method_words(arg, d["methods"][method])),
+             "| part | M×N | LayerNorm: torch / fast / Liger | RMSNorm: torch / fast / Liger |", "|---|---|--:|--:|"]
+    for (dt, part, M, N, big), c in sorted(cells.items(), key=lambda kv: (kv[0][3], kv[0][2])):
+        if dt != dtype or not big:
+            continue
+        vals = []
+        for op in ("layer_norm", "rms_norm"):
+            fast = c[f"fast_{op}"]["pct_copy"]
+            fast_s = f"**{fast:.0f}**" if fast < GOAL else f"{fast:.0f}"
+            liger = c.get(f"liger_{op}")
+            vals.append(f"{c[f'torch_{op}']['pct_copy']:.0f} / {fast_s} / "
+                        + (f"{liger['pct_copy']:.0f}" if liger else "-"))
+        lines.append(f"| {part} | {M}×{N} | " + " | ".join(vals) + " |")
+    return "\n".join(lines) + "\n"

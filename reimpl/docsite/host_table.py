@@ -44,23 +44,28 @@ def worst_ratio(d: dict, kernels: str = "fast") -> tuple[float, tuple]:
 
 
 LIMIT = 1.5  # the host-cost goal: at most this many times torch's
+PROVIDERS = {"torch": "torch", "mirror": "mirror", "fast": "fast", "mirror_in_torch": "in torch: mirror",
+             "fast_in_torch": "in torch: fast"}
 
 
-def over_limit(d: dict) -> list[tuple]:
-    """The small-shape cells where the fast call costs the host more than LIMIT times torch's."""
-    return [key for key, c in cells(d).items() if c["fast"] / c["torch"] > LIMIT]
+def over_limit(d: dict, kernels: str = "fast") -> list[tuple]:
+    """The small-shape cells where `kernels`' call costs the host more than LIMIT times torch's."""
+    return [key for key, c in cells(d).items() if c[kernels] / c["torch"] > LIMIT]
 
 
 def host_over(d: dict | None) -> str:
-    """The cells over the limit, as a list."""
+    """The cells where the fast call, or torch's call with the fast kernels installed, costs more than
+    LIMIT times torch's, as a list."""
     if d is None:
         return MISSING
-    over = over_limit(d)
+    over = sorted(set(over_limit(d)) | set(over_limit(d, "fast_in_torch")), key=list(cells(d)).index)
     if not over:
         return f"*No cell costs more than {LIMIT} times torch's ({_stamp(d)}).*\n"
     c = cells(d)
     return "".join(f"- {OPS[op]}, {WAYS[api]} (`{CALLS[(op, api)]}`), {pass_}: "
-                   f"{c[(op, api, pass_)]['fast'] / c[(op, api, pass_)]['torch']:.2f} times\n" for op, api, pass_ in over)
+                   f"{c[(op, api, pass_)]['fast'] / c[(op, api, pass_)]['torch']:.2f} times through reimpl, "
+                   f"{c[(op, api, pass_)]['fast_in_torch'] / c[(op, api, pass_)]['torch']:.2f} in torch\n"
+                   for op, api, pass_ in over)
 
 
 def host_table(d: dict | None, op: str) -> str:
@@ -68,17 +73,24 @@ def host_table(d: dict | None, op: str) -> str:
     if d is None:
         return MISSING
     M, N = d["shape"]
-    rows = [f"*Host time per call in µs at {M} x {N} {d['dtype']}, {OPS[op]}: torch's call beside the same call on "
-            f"the mirror's kernels and on reimpl.fast's (each with its launch plans; the last column the fast call "
-            f"running the host mirror in full every time). Calls: functional is {CALLS[(op, 'functional')]}, module "
-            f"is {CALLS[(op, 'module')]}, aten op is {CALLS[(op, 'aten')]}. Method: {d['method']}. {_stamp(d)}.*", "",
-            "| call: pass | torch | mirror | fast | fast / torch | fast, no plan |",
-            "|---|--:|--:|--:|--:|--:|"]
+    rows = [f"*Host time per call in µs at {M} x {N} {d['dtype']}, {OPS[op]}: torch's call beside the same call "
+            f"through reimpl on the mirror's kernels and on reimpl.fast's (each with its launch plans), and torch's "
+            f"own call with each installed as aten's kernels (reimpl.in_torch). Calls: functional is "
+            f"{CALLS[(op, 'functional')]}, module is {CALLS[(op, 'module')]}, aten op is {CALLS[(op, 'aten')]}. "
+            f"Method: {d['method']}. {_stamp(d)}.*", "",
+            "| call: pass | " + " | ".join(PROVIDERS.values()) + " | fast / torch | in torch: fast / torch |",
+            "|---|" + "--:|" * (len(PROVIDERS) + 2)]
     for (o, api, pass_), c in cells(d).items():
         if o == op:
-            rows.append(f"| {WAYS[api]}: {pass_} | {c['torch']:.1f} | {c['mirror']:.1f} | {c['fast']:.1f} "
-                        f"| {c['fast'] / c['torch']:.2f} | {c['fast without plans']:.1f} |")
+            rows.append(f"| {WAYS[api]}: {pass_} | " + " | ".join(f"{c[k]:.1f}" for k in PROVIDERS)
+                        + f" | {c['fast'] / c['torch']:.2f} | {c['fast_in_torch'] / c['torch']:.2f} |")
     return "\n".join(rows) + "\n"
+
+
+def plans_saving(d: dict) -> tuple[float, float]:
+    """The least and the most a launch plan saves the fast call, as full-path / replayed host time."""
+    ratios = [c["fast without plans"] / c["fast"] for c in cells(d).values()]
+    return min(ratios), max(ratios)
 
 
 def host_steps(d: dict | None) -> str:
@@ -87,10 +99,12 @@ def host_steps(d: dict | None) -> str:
         return MISSING
     rows = [f"*Forward+backward through autograd (functional call), µs per step, steps back to back: the "
             f"slower of host and GPU sets the pace. Method: {d['method']}. {_stamp(d)}.*", "",
-            "| op, dtype | M×N | torch | mirror | fast | fast / torch |", "|---|---|--:|--:|--:|--:|"]
+            "| op, dtype | M×N | torch | mirror | fast | in torch: fast | fast / torch | in torch: fast / torch |",
+            "|---|---|--:|--:|--:|--:|--:|--:|"]
     for r in d["steps"]:
         rows.append(f"| {OPS[r['op']]}, {r['dtype']} | {r['M']}×{r['N']} | {r['torch']:.0f} | {r['mirror']:.0f} "
-                    f"| {r['fast']:.0f} | {r['fast'] / r['torch']:.2f} |")
+                    f"| {r['fast']:.0f} | {r['fast_in_torch']:.0f} | {r['fast'] / r['torch']:.2f} "
+                    f"| {r['fast_in_torch'] / r['torch']:.2f} |")
     return "\n".join(rows) + "\n"
 
 
@@ -108,6 +122,10 @@ PARTS = (  # (probe section, key, what the row is)
     ("fast", "inside api backward call", "the same call made by autograd, in its own thread"),
     ("fast", "forward, grad", "our forward through the autograd Function"),
     ("fast", "forward+backward", "our forward and backward"),
+    ("fast_in_torch", "inside api backward call", "in torch: our backward kernel call made by torch's node, in "
+                                                  "autograd's thread"),
+    ("fast_in_torch", "forward, grad", "in torch: torch's forward, recording its graph, on our kernels"),
+    ("fast_in_torch", "forward+backward", "in torch: torch's forward and backward on our kernels"),
 )
 
 
@@ -180,23 +198,49 @@ def _short(model: str) -> str:
 
 
 def training_step(path: Path = RESULTS / "training_step.json") -> str:
-    """A real model's training step and batch-1 inference, torch's norms against reimpl.fast's."""
+    """A real model's training step, batch-1 inference and compiled step: torch's norms against
+    reimpl.fast's, through reimpl's modules and installed in torch."""
     if not path.exists():
         return "*Not measured yet: run `python scripts/gpu/training_step.py results/training_step.json` on a GPU.*\n"
     d = json.loads(path.read_text())
     models = "; ".join(f"{_short(r['model'])}: {r['model']}, {r['dtype']}, batch {r['batch'][0]} x {r['batch'][1]}"
                        for r in d["rows"])
-    rows = [f"*Training step in ms, torch's norms beside reimpl.fast's and a second copy with torch's norms (the "
-            f"control); whether every parameter is bit-identical to torch's run after the steps shown. Models: "
+
+    def yes(flag: bool) -> str:
+        return "yes" if flag else "no"
+    rows = [f"*Training step in ms: torch's norms; reimpl.fast's through reimpl.nn modules (fast); torch's modules "
+            f"with reimpl.fast installed as aten's kernels (in torch); a second copy with torch's norms (the control). "
+            f"'Equal' says whether every parameter is bit-identical to torch's run after the steps shown. Models: "
             f"{models}. Method: {d['method']}. {_stamp(d)}.*", "",
-            "| model | parameters equal | torch | fast | control | fast / torch |", "|---|---|--:|--:|--:|--:|"]
+            "| model | steps | equal: fast, in torch | torch | fast | in torch | control | fast / torch "
+            "| in torch / torch |", "|---|--:|---|--:|--:|--:|--:|--:|--:|"]
     for r in d["rows"]:
-        same = f"{'yes' if r['params_bit_identical'] else 'no'} after {r['steps']}"
-        rows.append(f"| {_short(r['model'])} | {same} | {r['torch_norms_ms']:.2f} | {r['fast_norms_ms']:.2f} "
-                    f"| {r['control_ms']:.2f} | {r['fast_norms_ms'] / r['torch_norms_ms']:.3f} |")
-    rows += ["", f"*Inference at batch 1 x 128 tokens in ms, the same models. Method: {d['method']}. {_stamp(d)}.*", "",
-             "| model | torch | fast | fast / torch |", "|---|--:|--:|--:|"]
+        t = r["torch_norms_ms"]
+        rows.append(f"| {_short(r['model'])} | {r['steps']} | {yes(r['params_bit_identical'])}, "
+                    f"{yes(r['in_torch_params_bit_identical'])} | {t:.2f} | {r['fast_norms_ms']:.2f} "
+                    f"| {r['in_torch_norms_ms']:.2f} | {r['control_ms']:.2f} | {r['fast_norms_ms'] / t:.3f} "
+                    f"| {r['in_torch_norms_ms'] / t:.3f} |")
+    rows += ["", f"*Inference at batch 1 x 128 tokens in ms, the same models and copies. {_stamp(d)}.*", "",
+             "| model | torch | fast | in torch | fast / torch | in torch / torch |", "|---|--:|--:|--:|--:|--:|"]
     for r in d["rows"]:
-        rows.append(f"| {_short(r['model'])} | {r['inference_batch1_torch_ms']:.2f} | {r['inference_batch1_fast_ms']:.2f} "
-                    f"| {r['inference_batch1_fast_ms'] / r['inference_batch1_torch_ms']:.3f} |")
+        t = r["inference_batch1_torch_ms"]
+        rows.append(f"| {_short(r['model'])} | {t:.2f} | {r['inference_batch1_fast_ms']:.2f} "
+                    f"| {r['inference_batch1_in_torch_ms']:.2f} | {r['inference_batch1_fast_ms'] / t:.3f} "
+                    f"| {r['inference_batch1_in_torch_ms'] / t:.3f} |")
+    return "\n".join(rows) + "\n"
+
+
+def compiled_step(path: Path = RESULTS / "training_step.json") -> str:
+    """The same training step under torch.compile: Inductor's own norms (other bits) against ours."""
+    if not path.exists():
+        return "*Not measured yet: run `python scripts/gpu/training_step.py results/training_step.json` on a GPU.*\n"
+    d = json.loads(path.read_text())
+    rows = [f"*Training step in ms under torch.compile (default mode): the torch-norm model, whose norms Inductor "
+            f"generates itself (other bits), against the reimpl.fast model, whose norms are opaque custom ops with "
+            f"torch's bits; eager torch for scale. {_stamp(d)}.*", "",
+            "| model | eager, torch's norms | compiled, Inductor's norms | compiled, ours | ours / Inductor's |",
+            "|---|--:|--:|--:|--:|"]
+    for r in d["rows"]:
+        ind, ours = r["compiled_torch_norms_ms"], r["compiled_fast_norms_ms"]
+        rows.append(f"| {_short(r['model'])} | {r['torch_norms_ms']:.2f} | {ind:.2f} | {ours:.2f} | {ours / ind:.3f} |")
     return "\n".join(rows) + "\n"

@@ -14,6 +14,7 @@ from ..mirror import kernel_table as K
 
 REGISTER_VECTORS = (8, 16, 32)  # R: vectors per thread kept in registers (N > 2048); 0: stream the row
 WARP_VECTORS = (1, 2, 4)  # RW: the warp kernel's vectors per virtual thread (N <= 2048)
+GROUP_LANES = (1, 2, 4, 8, 16, 32)  # G: the group kernel's lanes per row (N <= 128)
 WARPS_PER_BLOCK = 4
 THREADS = 128  # torch's virtual threads per row, and the block of the per-row kernel
 MAX_COUNT = 4 * (2 ** 24 // (4 * THREADS))  # the largest per-thread count at N = 2^24: the table's size
@@ -33,6 +34,7 @@ def _instantiations() -> list:
         out += [TEMPLATE[(T, K.float_, rms, g, b, R)] for R in (0,) + REGISTER_VECTORS]
         out += [WARP_TEMPLATE[(T, K.float_, rms, g, b, RW, WARPS_PER_BLOCK, rows, full)]
                 for RW, rows, full in _warp_shapes(T)]
+        out += [GROUP_TEMPLATE[(T, K.float_, rms, g, b, G, WARPS_PER_BLOCK)] for G in GROUP_LANES]
     return out
 
 
@@ -41,6 +43,14 @@ SOURCE = CudaSource(Path(__file__).parent / "cuda", "fast_layer_norm.cu", lambda
                     include_dirs=(K.SOURCE.directory,))
 TEMPLATE = KernelTemplate("fast_layer_norm_kernel", _PARAMS, SOURCE, "reimpl_fast")
 WARP_TEMPLATE = KernelTemplate("fast_layer_norm_warp_kernel", _PARAMS, SOURCE, "reimpl_fast")
+GROUP_TEMPLATE = KernelTemplate("fast_layer_norm_group_kernel", _PARAMS, SOURCE, "reimpl_fast")
+
+
+def group_lanes(N: int) -> int | None:
+    """The group kernel's lanes per row for rows of N elements: N / 4 vectors rounded up to a power
+    of two, where that is at most a warp (only torch's first warp then holds anything); else None."""
+    n_vec = N // 4
+    return next((G for G in GROUP_LANES if G >= n_vec), None)
 
 
 def takes_full(N: int, RW: int) -> bool:
@@ -80,11 +90,17 @@ def _warp_shapes(T) -> list[tuple[int, int, bool]]:
 
 
 def plan(T, rms: bool, has_gamma: bool, has_beta: bool, M: int, N: int, sms: int):
-    """(kernel, grid, block). Rows of up to 2048 elements go one warp per row, four rows a block;
+    """(kernel, grid, block). Rows of up to 128 elements go to groups of lanes, 32 / G rows a warp;
+    rows of up to 2048 elements go one warp per row, four rows a block;
     up to 16384, one (32, 4) block per row holding its share in R registers; beyond, the block
     streams the row. RW and R are the smallest that hold a thread's share, so every thread fills
     more than half of its slots: the kernels skip the bounds checks on that first half. `sms` (the
     device's SM count) decides rows per warp for grids of about one wave."""
+    G = group_lanes(N)
+    if G is not None:
+        rows = WARPS_PER_BLOCK * (32 // G)
+        return GROUP_TEMPLATE[(T, K.float_, rms, has_gamma, has_beta, G, WARPS_PER_BLOCK)], (-(-M // rows),), \
+            (32, WARPS_PER_BLOCK)
     per_thread = -(-(N // 4) // THREADS)
     RW = next((r for r in WARP_VECTORS if r >= per_thread), None)
     if RW is not None:

@@ -38,7 +38,7 @@ def swap(kernel, grid, block, shared: int, args: tuple, sms: int, table):
     return kernel, grid, block, shared, args
 
 
-FORWARD_TEMPLATES = (forward.TEMPLATE, forward.WARP_TEMPLATE)
+FORWARD_TEMPLATES = (forward.TEMPLATE, forward.WARP_TEMPLATE, forward.GROUP_TEMPLATE)
 GRAD_TEMPLATES = (grad_input.TEMPLATE, grad_input.WARP_TEMPLATE)
 
 

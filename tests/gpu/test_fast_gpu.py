@@ -42,7 +42,9 @@ def plan_cases() -> list[Case]:
     that fill every slot (N = 512, 1024: the `full` instances) and their neighbours, and for 16-bit
     N = 1024 the H100's four-row band (2112 <= M <= 6336 on 132 SMs), its edges, and a row count
     that leaves the last warp short. Over the five large M, each value kind meets each of the five
-    (op, weight, bias) combinations once."""
+    (op, weight, bias) combinations once. And every group size of the group kernel (N from 4 to
+    128, groups of 1 to 32 lanes, some with empty lanes), with row counts that leave the last warp
+    and the last block short."""
     combos = (("layer_norm", True, True), ("layer_norm", True, False), ("layer_norm", False, False),
               ("rms_norm", True, False), ("rms_norm", False, False))
     out = []
@@ -57,6 +59,11 @@ def plan_cases() -> list[Case]:
                 op, weight, bias = combos[(i + k) % len(combos)]
                 out.append(Case(op, dtype, (m, 1024), weight=weight, bias=bias, values=values,
                                 eps=(1e-5, 0.0)[i % 2], seed=len(out)))
+        for n in (4, 8, 12, 16, 28, 32, 48, 64, 100, 124, 128):
+            for m in (1, 37, 1001):
+                for values in VALUE_KINDS:
+                    for op, weight, bias in combos:
+                        out.append(Case(op, dtype, (m, n), weight=weight, bias=bias, values=values, seed=len(out)))
     return out
 
 
@@ -79,6 +86,29 @@ def test_fast_kernel_sweep_of_100000_rows():
     # every case here is one torch sends to its vectorized kernel; the fast kernel takes all but
     # LayerNorm with a bias and no weight, which reimpl.fast.forward.takes leaves to the mirror
     assert fast_cases == sum(not (c.op == "layer_norm" and c.bias and not c.weight) for c in cs)
+
+
+@pytest.mark.parametrize("N", [4, 16, 64, 100, 128])
+@pytest.mark.parametrize("scale", [1e19, 2e19, 1e30, 3e38])
+def test_group_kernel_keeps_torchs_nan_where_a_mean_squared_overflows(N, scale):
+    """Torch merges each thread's state with threads that hold nothing; when the mean's square
+    overflows, that merge turns sigma2 into NaN (inf * 0). The group kernel skips the shuffle of
+    those merges but keeps that term: rows of huge fp32 values, some overflowing, some not, give
+    torch's out, mean and rstd."""
+    import reimpl.fast
+    from reimpl.checks.parity import bit_mismatches
+    gen = torch.Generator(device="cuda").manual_seed(N)
+    x = (torch.rand(64, N, device="cuda", generator=gen) + 0.5) * scale
+    x[::3] *= -1
+    x[1::4, : N // 2] = 1.0  # rows whose mean is far smaller than their largest values
+    w, b = torch.randn(N, device="cuda", generator=gen), torch.randn(N, device="cuda", generator=gen)
+    want = torch.ops.aten.native_layer_norm(x, [N], w, b, 1e-5)
+    rt = reimpl.fast.fast_runtime()
+    before = rt.fast_launches
+    got = reimpl.fast.native_layer_norm(x, (N,), w, b, 1e-5)
+    assert rt.fast_launches == before + 1
+    for g, t in zip(got, want):
+        assert bit_mismatches(g, t) == 0
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])

@@ -29,6 +29,9 @@
 //      known_counts); the data still meets the same roundings with operands of the same value.
 //   6. Which warp takes which rows, and in what order it finishes them, rounds nothing: for grids
 //      of about one wave a warp loads four rows and finishes them as two pairs, one after the other.
+//   7. Rows of at most 32 vectors (fast_layer_norm_group_kernel): one group of lanes per row, several
+//      rows a warp; torch's merges with threads that hold nothing keep their value without the
+//      shuffle (merge_empty).
 // Every rounding that torch's compiler fused into an FFMA is written here as __fmaf_rn, and every
 // separate rounding as __fadd_rn / __fsub_rn / __fmul_rn, so contraction choices cannot drift.
 #include "fast_common.cuh"
@@ -454,5 +457,76 @@ __global__ void __launch_bounds__(32 * WARPS, ROWS > 1 ? 32 / (WARPS * ROWS) : 1
   }
 }
 // --8<-- [end:fast_layer_norm_warp_kernel]
+
+// torch's cuWelfordCombine(own, partner) where the partner is one of torch's threads (or warps) that
+// holds nothing, so (0, 0, 0), and own's count c has c * (1.f / c) == 1 exactly (for the counts met
+// below, 4 and N <= 128, checked by tests/test_fast_cpu.py). Then nA == 0 and nB == 1, so torch's
+// mean fma(0, 0, 1 * mean) is own mean (a Welford mean is never -0), and its sigma2
+// fma(1, (mean * mean) * 0, 0 + sigma2) is own sigma2, or NaN where mean * mean overflows: that term
+// is kept. An empty own state stays (0, 0, 0), as torch's `count > 0` branch leaves it. RMSNorm's
+// merge, 0 + sigma2, is own sigma2 (a sum of squares is never -0).
+template <bool rms_norm>
+__device__ __forceinline__ WelfordDataLN merge_empty(const WelfordDataLN own) {
+  if constexpr (rms_norm) {
+    return own;
+  } else {
+    return {own.mean, __fadd_rn(own.sigma2, __fmul_rn(__fmul_rn(own.mean, own.mean), 0.f)), own.count};
+  }
+}
+
+// --8<-- [start:fast_layer_norm_group_kernel]
+// Rows of at most 32 vectors (N <= 128): only torch's first warp holds anything, each of its
+// threads at most one vector, and its other three warps merge nothing into the result. A group of
+// G lanes (G = N / 4 rounded up to a power of two) plays that warp's threads 0 .. G-1, so one warp
+// takes 32 / G rows. Torch's rounds at offsets 16 .. G pair each of those threads with one that
+// holds nothing, and so do its two shared-memory rounds: merge_empty gives their values without a
+// partner to fetch. The rounds at offsets below G are torch's shuffle-downs, operands in torch's
+// order. A lane near the end of its group reads the next row's lane there, where torch's read a
+// thread with nothing; only merges whose results torch discards depend on it.
+template <typename T, typename T_ACC, bool rms_norm, bool has_gamma, bool has_beta, unsigned int G,
+          unsigned int WARPS>
+__global__ void __launch_bounds__(32 * WARPS) fast_layer_norm_group_kernel(
+    const int N, T_ACC eps, const T* __restrict__ X, const T* gamma, const T* beta, T_ACC* mean,
+    T_ACC* rstd, T* Y, const float* __restrict__ rcp, const int64_t M) {
+  static_assert(G >= 1 && G <= 32 && (G & (G - 1)) == 0, "a group is a power of two of lanes");
+  using vec_t = aligned_vector<T, vec_size>;
+  constexpr int ROWS = 32 / G;
+  const int64_t first = (blockIdx.x * (int64_t)WARPS + threadIdx.y) * ROWS;
+  if (first >= M) return;  // whole warps leave; nothing below waits on another warp
+  const int lane = threadIdx.x;
+  const int j = lane % G;  // torch's thread j of this lane's row
+  const int64_t row = first + lane / G;
+  const bool holds = j < N / vec_size;
+  words_t<T> data;
+  WelfordDataLN wd{0.f, 0.f, 0.f};
+  if (holds) {
+    data = reinterpret_cast<const words_t<T>*>(X + min(row, M - 1) * N)[j];
+    wd = update<T, rms_norm>(wd, data, 0);
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    wd = offset >= (int)G ? merge_empty<rms_norm>(wd) : merge_down<rms_norm, false>(wd, offset);
+  }
+  wd = merge_empty<rms_norm>(merge_empty<rms_norm>(wd));  // shared memory: warp 2, then warps 1 and 3
+  const float var = wd.sigma2 / float(N);
+  const int head = lane - j;  // the group's lane 0 holds torch's final state; every lane takes it
+  const float row_mean = WARP_SHFL(wd.mean, head);
+  const float rstd_val = c10::cuda::compat::rsqrt(WARP_SHFL(var, head) + eps);
+  if (row < M) {
+    if (holds) {
+      store_row<T, rms_norm, has_gamma, has_beta>(data, j, row_mean, rstd_val,
+                                                  reinterpret_cast<const vec_t*>(gamma),
+                                                  reinterpret_cast<const vec_t*>(beta),
+                                                  reinterpret_cast<vec_t*>(Y + row * N));
+    }
+    if (j == 0) {
+      if constexpr (!rms_norm) {
+        mean[row] = row_mean;
+      }
+      rstd[row] = rstd_val;
+    }
+  }
+}
+// --8<-- [end:fast_layer_norm_group_kernel]
 
 }  // namespace reimpl_fast
