@@ -2,7 +2,10 @@
 results/gpu_suite_forward.json and results/gpu_suite_backward.json (groups named bwd_* are the
 backward's). Usage: python scripts/summarize_gpu_suite.py OUT_DIR "what was run" [NAME]
 NAME (default gpu_suite) names the files: a partial run, such as a smoke run after a refactor, is
-written as results/NAME_{forward,backward}.json beside the full suite's, not over it."""
+written as results/NAME_{forward,backward}.json beside the full suite's, not over it.
+A re-run of some groups after a change that touches only them (say tests/gpu/test_fast_gpu.py after a
+fast-kernel change) replaces those groups in the forward summary and says so:
+    python scripts/summarize_gpu_suite.py --rerun OUT_DIR "what was re-run" (OUT_DIR: gpu_summary.json, pytest.log)"""
 from __future__ import annotations
 
 import json
@@ -37,5 +40,29 @@ def main(out_dir: str, what: str, name: str = "gpu_suite") -> None:
         print(part, totals)
 
 
+def rerun(out_dir: str, what: str) -> None:
+    out = Path(out_dir)
+    summary = json.loads((out / "gpu_summary.json").read_text())
+    tail = (out / "pytest.log").read_text().strip().splitlines()[-1]
+    path = RESULTS / "gpu_suite_forward.json"
+    doc = json.loads(path.read_text())
+    assert summary["exitstatus"] == 0, "a failed re-run replaces nothing"
+    for g, r in summary["groups"].items():
+        if g.startswith("bwd_"):
+            raise ValueError(f"{g}: re-runs replace forward groups only")
+        if r["elements_compared"]:
+            doc["parity_groups"][g] = r
+        else:
+            doc.setdefault("counters", {})[g] = r["cases"]
+    doc["totals"] = {k: sum(r[k] for r in doc["parity_groups"].values()) for k in KEYS}
+    doc.setdefault("reruns", []).append({"what": what, "groups": sorted(summary["groups"]),
+                                         "pytest": re.sub(r"^=+ | =+$", "", tail)})
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    print("forward", doc["totals"])
+
+
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    if sys.argv[1] == "--rerun":
+        rerun(*sys.argv[2:4])
+    else:
+        main(*sys.argv[1:4])

@@ -156,3 +156,20 @@ def test_bench_host_prints_every_cell_with_its_ratio(monkeypatch):
     assert ("| layer_norm | functional | forward+backward | 10.0 | 12.0 | 15.0 | 11.0 | 13.0 | 1.20 | 1.50 | 1.10 "
             "| 1.30 |") in rows
     assert "| fast_in_torch / torch |" in text and text.startswith("Device: a GPU.\n")
+
+
+def test_the_compiled_profile_says_what_the_guide_says():
+    """Under compile, the kernels named for a norm take about half the GPU time with ours; more kernels
+    launch; the step's GPU time grows by less than half of what its wall time grows (the rest host)."""
+    import json
+    prof = json.loads((ROOT / "results/compiled_norms_profile.json").read_text())
+    steps = {r["model"].split()[0]: r for r in json.loads((ROOT / "results/training_step.json").read_text())["rows"]}
+    by = {(r["model"], r["norms"]): r for r in prof["rows"]}
+    norm = "norm kernels (ours or torch's)"
+    for model, step_key in (("gpt2", "GPT-2"), ("llama", "Llama-style")):
+        ind, ours = by[(model, "torch")], by[(model, "fast")]
+        assert 0.4 < ours["gpu_ms_by_family"][norm] / ind["gpu_ms_by_family"][norm] < 0.55
+        assert sum(ours["launches_by_family"].values()) > sum(ind["launches_by_family"].values())
+        wall = steps[step_key]["compiled_fast_norms_ms"] - steps[step_key]["compiled_torch_norms_ms"]
+        assert 0 < ours["gpu_ms"] - ind["gpu_ms"] < 0.5 * wall
+    assert "| GPT-2 small, ours |" in host_table.compiled_profile()

@@ -13,6 +13,7 @@
     {% fast_grid DTYPE [METHOD] %}  the forward on the whole shared grid (results/fast_grid_bench.json):
                                   % of copy of torch, reimpl.fast and Liger-Kernel per cell of at least 32 MB
     {% fast_grid_summary %}       its cells counted per dtype and method: at 90% of copy or more, slower than torch
+    {% fast_group_gain %}         rows of at most 128 elements before and after the group kernel
     {% ladder_ncu PASS %}         Nsight Compute on torch's kernel and reimpl.fast's (results/ncu_fast_PASS.json:
                                   forward, grad, or l2: dX and a copy with the L2 left warm), as two
                                   tables (time and instructions; memory) narrow enough not to clip
@@ -339,4 +340,29 @@ def fast_grid(arg: str) -> str:
             vals.append(f"{c[f'torch_{op}']['pct_copy']:.0f} / {fast_s} / "
                         + (f"{liger['pct_copy']:.0f}" if liger else "-"))
         lines.append(f"| {part} | {M}×{N} | " + " | ".join(vals) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def group_gain(d: dict) -> list[tuple]:
+    """(method, dtype, M, N, op, % of copy before, after) for the cells of N <= 128 that the record
+    holds before the group kernel."""
+    def pct(rows):
+        return {(r["method"], r["dtype"], r["M"], r["N"], r["kernel"]): r["pct_copy"] for r in rows}
+    before, after = pct(d["before_group_kernel"]["rows"]), pct(d["rows"])
+    return [(*k[:4], k[4].removeprefix("fast_"), v, after[k]) for k, v in before.items()
+            if k[4] != "copy" and k in after]
+
+
+def fast_group_gain() -> str:
+    d = load(FAST_GRID)
+    if d is None or "before_group_kernel" not in d:
+        return _grid_missing()
+    b = d["before_group_kernel"]
+    names = {"layer_norm": "LayerNorm", "rms_norm": "RMSNorm"}
+    lines = [caption(f"% of copy of reimpl.fast's forward on rows of at most 128 elements, pipelined: before the "
+                     f"group kernel ({b['what']}) and with it", d, d["methods"]["pipelined"]),
+             "| dtype | M×N | op | before | with groups |", "|---|---|---|--:|--:|"]
+    for method, dtype, M, N, op, was, now in group_gain(d):
+        if method == "pipelined":
+            lines.append(f"| {dtype} | {M}×{N} | {names[op]} | {was:.0f} | {now:.0f} |")
     return "\n".join(lines) + "\n"

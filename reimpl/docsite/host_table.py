@@ -220,7 +220,8 @@ def training_step(path: Path = RESULTS / "training_step.json") -> str:
                     f"{yes(r['in_torch_params_bit_identical'])} | {t:.2f} | {r['fast_norms_ms']:.2f} "
                     f"| {r['in_torch_norms_ms']:.2f} | {r['control_ms']:.2f} | {r['fast_norms_ms'] / t:.3f} "
                     f"| {r['in_torch_norms_ms'] / t:.3f} |")
-    rows += ["", f"*Inference at batch 1 x 128 tokens in ms, the same models and copies. {_stamp(d)}.*", "",
+    rows += ["", f"*Inference at batch 1 x 128 tokens in ms, the same models and copies. Method: {d['method']}. "
+             f"{_stamp(d)}.*", "",
              "| model | torch | fast | in torch | fast / torch | in torch / torch |", "|---|--:|--:|--:|--:|--:|"]
     for r in d["rows"]:
         t = r["inference_batch1_torch_ms"]
@@ -237,10 +238,33 @@ def compiled_step(path: Path = RESULTS / "training_step.json") -> str:
     d = json.loads(path.read_text())
     rows = [f"*Training step in ms under torch.compile (default mode): the torch-norm model, whose norms Inductor "
             f"generates itself (other bits), against the reimpl.fast model, whose norms are opaque custom ops with "
-            f"torch's bits; eager torch for scale. {_stamp(d)}.*", "",
+            f"torch's bits; eager torch for scale. Method: {d['method']}. {_stamp(d)}.*", "",
             "| model | eager, torch's norms | compiled, Inductor's norms | compiled, ours | ours / Inductor's |",
             "|---|--:|--:|--:|--:|"]
     for r in d["rows"]:
         ind, ours = r["compiled_torch_norms_ms"], r["compiled_fast_norms_ms"]
         rows.append(f"| {_short(r['model'])} | {r['torch_norms_ms']:.2f} | {ind:.2f} | {ours:.2f} | {ours / ind:.3f} |")
+    return "\n".join(rows) + "\n"
+
+
+def compiled_profile(path: Path = RESULTS / "compiled_norms_profile.json") -> str:
+    """GPU time and launches per compiled training step by kernel family, Inductor's norms against
+    ours (scripts/gpu/compiled_norms_profile.py)."""
+    if not path.exists():
+        return ("*Not measured yet: run `python scripts/gpu/compiled_norms_profile.py "
+                "results/compiled_norms_profile.json` on a GPU.*\n")
+    d = json.loads(path.read_text())
+    fams = sorted({f for r in d["rows"] for f in r["gpu_ms_by_family"]})
+    shown = {"norm kernels (ours or torch's)": "kernels named for a norm"}
+    rows = [f"*One compiled training step, GPU time in ms and (launches) by kernel family: kernels named for a norm "
+            f"(ours, or Inductor's fused norm kernels), Inductor's other Triton kernels, matrix multiplies, and the "
+            f"rest. Method: {d['method']}. {_stamp(d)}.*", "",
+            "| model, norms | graphs (breaks) | " + " | ".join(shown.get(f, f) for f in fams) + " | all |",
+            "|---|--:|" + "--:|" * (len(fams) + 1)]
+    names = {"gpt2": "GPT-2 small", "llama": "Llama-style"}
+    for r in d["rows"]:
+        who = "Inductor's" if r["norms"] == "torch" else "ours"
+        cells = [f"{r['gpu_ms_by_family'].get(f, 0):.2f} ({r['launches_by_family'].get(f, 0)})" for f in fams]
+        rows.append(f"| {names[r['model']]}, {who} | {r['graphs']} ({r['graph_breaks']}) | " + " | ".join(cells)
+                    + f" | {r['gpu_ms']:.2f} ({sum(r['launches_by_family'].values())}) |")
     return "\n".join(rows) + "\n"

@@ -52,6 +52,9 @@ def parity() -> str:
             out.append(f"\nStep traces (`tests/test_trace_gpu.py`, see [Stepping through the kernels]"
                        f"(guide/stepping.md)): {t['cases']:,} cases, {t['records_compared']:,} GPU trace records "
                        f"compared with the emulator's, {t['mismatched_cases']:,} cases differing.\n")
+        for r in d.get("reruns", []):
+            out.append(f"\nRe-run since: {r['what']}. Groups replaced above: "
+                       f"{', '.join(f'`{g}`' for g in r['groups'])} ({r['pytest']}).\n")
         if "confirmed_by" in d:
             c = d["confirmed_by"]
             out.append(f"\nConfirmed by a rerun on {c.get('date', '?')}: {c.get('pytest', '')}"

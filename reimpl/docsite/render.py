@@ -17,7 +17,7 @@
     {% releases_what_you_get %}, {% large_tensor %}   the torch release matrix, the host dispatch read from
                              newer copies, inputs past 2^32 elements (reimpl/docsite/releases_table.py)
     {% host_overhead OP %}, {% host_over %}, {% host_profile %}, {% host_parts %}, {% host_steps %},
-    {% training_step %}, {% compiled_step %}
+    {% training_step %}, {% compiled_step %}, {% compiled_profile %}
                              host time per call, where it goes, forward+backward steps, and a whole
                              model's training step (reimpl/docsite/host_table.py)
     {% siblings_* %}, {% softmax_errors %}, {% batchnorm_errors %}, {% merge_order %}
@@ -77,6 +77,8 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return host_table.training_step()
         if kind == "compiled_step" and not arg:
             return host_table.compiled_step()
+        if kind == "compiled_profile" and not arg:
+            return host_table.compiled_profile()
         if kind == "host_steps" and not arg:
             return host_table.host_steps(host_table.load())
         if kind == "symbol_index" and not arg:
@@ -137,6 +139,8 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return fast_tables.fast_grid(arg)
         if kind == "fast_grid_summary" and not arg:
             return fast_tables.fast_grid_summary()
+        if kind == "fast_group_gain" and not arg:
+            return fast_tables.fast_group_gain()
         sibling = siblings_tables.expand(kind, arg)
         if sibling is not None:
             return sibling

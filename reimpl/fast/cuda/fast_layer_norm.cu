@@ -458,6 +458,7 @@ __global__ void __launch_bounds__(32 * WARPS, ROWS > 1 ? 32 / (WARPS * ROWS) : 1
 }
 // --8<-- [end:fast_layer_norm_warp_kernel]
 
+// --8<-- [start:fast_layer_norm_group_kernel]
 // torch's cuWelfordCombine(own, partner) where the partner is one of torch's threads (or warps) that
 // holds nothing, so (0, 0, 0), and own's count c has c * (1.f / c) == 1 exactly (for the counts met
 // below, 4 and N <= 128, checked by tests/test_fast_cpu.py). Then nA == 0 and nB == 1, so torch's
@@ -475,7 +476,6 @@ __device__ __forceinline__ WelfordDataLN merge_empty(const WelfordDataLN own) {
   }
 }
 
-// --8<-- [start:fast_layer_norm_group_kernel]
 // Rows of at most 32 vectors (N <= 128): only torch's first warp holds anything, each of its
 // threads at most one vector, and its other three warps merge nothing into the result. A group of
 // G lanes (G = N / 4 rounded up to a power of two) plays that warp's threads 0 .. G-1, so one warp
