@@ -34,7 +34,8 @@ def _instantiations() -> list:
         out += [TEMPLATE[(T, K.float_, rms, g, b, R)] for R in (0,) + REGISTER_VECTORS]
         out += [WARP_TEMPLATE[(T, K.float_, rms, g, b, RW, WARPS_PER_BLOCK, rows, full)]
                 for RW, rows, full in _warp_shapes(T)]
-        out += [GROUP_TEMPLATE[(T, K.float_, rms, g, b, G, WARPS_PER_BLOCK)] for G in GROUP_LANES]
+        out += [GROUP_TEMPLATE[(T, K.float_, rms, g, b, G, WARPS_PER_BLOCK, full)] for G in GROUP_LANES
+                for full in ((True,) if G == 1 else (False, True))]
     return out
 
 
@@ -99,7 +100,8 @@ def plan(T, rms: bool, has_gamma: bool, has_beta: bool, M: int, N: int, sms: int
     G = group_lanes(N)
     if G is not None:
         rows = WARPS_PER_BLOCK * (32 // G)
-        return GROUP_TEMPLATE[(T, K.float_, rms, has_gamma, has_beta, G, WARPS_PER_BLOCK)], (-(-M // rows),), \
+        full = G == N // 4  # every lane of a group holds a vector: constant counts
+        return GROUP_TEMPLATE[(T, K.float_, rms, has_gamma, has_beta, G, WARPS_PER_BLOCK, full)], (-(-M // rows),), \
             (32, WARPS_PER_BLOCK)
     per_thread = -(-(N // 4) // THREADS)
     RW = next((r for r in WARP_VECTORS if r >= per_thread), None)

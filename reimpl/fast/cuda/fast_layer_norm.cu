@@ -484,8 +484,10 @@ __device__ __forceinline__ WelfordDataLN merge_empty(const WelfordDataLN own) {
 // partner to fetch. The rounds at offsets below G are torch's shuffle-downs, operands in torch's
 // order. A lane near the end of its group reads the next row's lane there, where torch's read a
 // thread with nothing; only merges whose results torch discards depend on it.
+// full (G == N / 4: every lane of a group holds a vector): every count is a constant, so the merges
+// fold their counts and reciprocals as the warp kernel's `full` instance does (combine's known_counts).
 template <typename T, typename T_ACC, bool rms_norm, bool has_gamma, bool has_beta, unsigned int G,
-          unsigned int WARPS>
+          unsigned int WARPS, bool full>
 __global__ void __launch_bounds__(32 * WARPS) fast_layer_norm_group_kernel(
     const int N, T_ACC eps, const T* __restrict__ X, const T* gamma, const T* beta, T_ACC* mean,
     T_ACC* rstd, T* Y, const float* __restrict__ rcp, const int64_t M) {
@@ -497,7 +499,7 @@ __global__ void __launch_bounds__(32 * WARPS) fast_layer_norm_group_kernel(
   const int lane = threadIdx.x;
   const int j = lane % G;  // torch's thread j of this lane's row
   const int64_t row = first + lane / G;
-  const bool holds = j < N / vec_size;
+  const bool holds = full || j < N / vec_size;
   words_t<T> data;
   WelfordDataLN wd{0.f, 0.f, 0.f};
   if (holds) {
@@ -506,7 +508,7 @@ __global__ void __launch_bounds__(32 * WARPS) fast_layer_norm_group_kernel(
   }
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) {
-    wd = offset >= (int)G ? merge_empty<rms_norm>(wd) : merge_down<rms_norm, false>(wd, offset);
+    wd = offset >= (int)G ? merge_empty<rms_norm>(wd) : merge_down<rms_norm, full>(wd, offset);
   }
   wd = merge_empty<rms_norm>(merge_empty<rms_norm>(wd));  // shared memory: warp 2, then warps 1 and 3
   const float var = wd.sigma2 / float(N);
