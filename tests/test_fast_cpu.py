@@ -120,6 +120,12 @@ def test_registers_without_spills():
     assert fp32_r32 and max(fp32_r32) <= 168  # 3 blocks of 128 threads in 65536 registers
 
 
+def test_the_page_counts_the_instantiations():
+    from pathlib import Path
+    page = (Path(__file__).resolve().parents[1] / "docs/ladder/fast.md").read_text()
+    assert f"compiles all {len(F._instantiations())} instantiations for sm_90" in page
+
+
 def test_group_kernel_skips_only_merges_that_keep_the_value():
     """merge_empty stands for torch's merge of a state with an empty one only where the state's
     count c has c * (1.f / c) == 1 in float (then nA is 0 and nB is 1 exactly): the counts it meets
