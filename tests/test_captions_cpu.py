@@ -59,9 +59,10 @@ GPU_TABLES = {
     "{% siblings_verdict softmax %}": [gpu("results/siblings_bench.json") + ["`one_read`", "% of the copy", "Method:"]],
     "{% siblings_verdict cross_entropy %}": [gpu("results/siblings_bench.json") + ["`cross_entropy_fused`"]],
     "{% siblings_verdict batchnorm %}": [gpu("results/siblings_bench.json") + ["`bn_split`"]],
-    "{% siblings_ncu softmax %}": [gpu("results/ncu_siblings.json") + ["Nsight Compute", "µs", "Method:"]],
-    "{% siblings_ncu cross_entropy %}": [gpu("results/ncu_siblings.json") + ["Nsight Compute", "cross_entropy"]],
-    "{% siblings_ncu batchnorm %}": [gpu("results/ncu_siblings.json") + ["Nsight Compute", "batchnorm"]],
+    "{% siblings_ncu softmax %}": [gpu("results/ncu_siblings.json") + ["Nsight Compute", "µs", "Method:"],
+                                   gpu("results/ncu_siblings.json") + ["Nsight Compute", "DRAM", "Method:"]],
+    "{% siblings_ncu cross_entropy %}": [gpu("results/ncu_siblings.json") + ["Nsight Compute", "cross_entropy"]] * 2,
+    "{% siblings_ncu batchnorm %}": [gpu("results/ncu_siblings.json") + ["Nsight Compute", "batchnorm"]] * 2,
     "{% releases %}": [gpu("results/torch_versions_gpu.json")
                        + ["`reference/torch_versions.json`", _json("reference/torch_versions.json")["date"]]],
     "{% releases_gpu %}": [gpu("results/torch_versions_gpu.json") + ["Method:", "counts"]],

@@ -159,3 +159,16 @@ def test_one_read_kernel_names_as_the_page_says():
             in _page("softmax.md"))
     launched = {c["launched"] for c in NCU["cases"] if c["kernel"] == "one_read"}
     assert launched and launched <= {"ladder::softmax_online_regs", "ladder::softmax_online_smem"}, launched
+
+
+def test_profile_tables_pair_their_rows_and_fit_the_text_column():
+    """The Nsight Compute numbers are two tables of at most eight columns whose rows pair by number."""
+    from reimpl.docsite import siblings_bench_tables as t
+    for op in ("softmax", "cross_entropy", "batchnorm"):
+        text = t.ncu_table(NCU, op)
+        heads = [line for line in text.splitlines() if line.startswith("| # |")]
+        assert len(heads) == 2 and all(h.count("|") - 1 <= 8 for h in heads), heads
+        numbered = [line.split("|")[1].strip() for line in text.splitlines()
+                    if line.startswith("| ") and not line.startswith("| # |")]
+        n = len(numbered) // 2
+        assert n > 0 and numbered[:n] == numbered[n:] == [str(i) for i in range(1, n + 1)]

@@ -90,25 +90,34 @@ def verdict(d: dict, op: str) -> list[dict]:
 
 
 def verdict_table(d: dict | None, op: str) -> str:
+    """The verdict as a table. BatchNorm (three passes) has a row per dtype, method and pass; softmax
+    and cross-entropy, whose rivals are many, have a column per dtype and method and a row per rival,
+    so that the table fits the text column."""
     if d is None or not any(r["op"] == op for r in d["rows"]):
         return "*Not measured yet: run `python scripts/gpu/siblings_bench.py results/siblings_bench.json` on a GPU.*\n"
     ours = OURS[op]
     rows = verdict(d, op)
     rivals = [r for r in RIVALS[op] if any(r in v["beats"] for v in rows)]
-    head = "| dtype | method |" + (" pass |" if op == "batchnorm" else "") + " cells | % of copy, min – max |"
-    head += "".join(f" no slower than {_code(r)} |" for r in rivals)
-    lines = [caption(f"`{ours}` over every cell of at least 32 MB: its % of the copy's bandwidth, and in how many "
-                     f"cells it took no longer than each other kernel timed in the same run (in brackets: the "
+    lines = [caption(f"`{ours}` over every cell of at least 32 MB: its % of the copy's bandwidth, and, against each "
+                     f"other kernel timed in the same run, in how many cells it took no longer (in brackets: the "
                      f"other's time over ours in the cell where that ratio is lowest)", d,
-                     "both of bench.METHODS, each cell's kernels interleaved"),
-             head, "|---|---|" + ("---|" if op == "batchnorm" else "") + "---:|---:|" + "---:|" * len(rivals)]
-    for v in rows:
-        cells = "".join(
-            f" {v['beats'][r][0]} of {v['beats'][r][1]} ({v['worst'][r][0]:.2f}x) |" if r in v["beats"] else " — |"
-            for r in rivals)
-        p = f" {v['pass'].replace('_', ' + ')} |" if op == "batchnorm" else ""
-        lines.append(f"| {v['dtype']} | {v['method']} |{p} {v['cells']} | {_pct_range(v['pcts'], ' – ')} |"
-                     + cells)
+                     "both of bench.METHODS, each cell's kernels interleaved")]
+
+    def beat(v, r):
+        return f"{v['beats'][r][0]} of {v['beats'][r][1]}<br>({v['worst'][r][0]:.2f}x)" if r in v["beats"] else "—"
+    if op == "batchnorm":
+        lines += ["| dtype | method | pass | cells | % of copy, min – max |" + "".join(f" vs {_code(r)} |" for r in rivals),
+                  "|---|---|---|---:|---:|" + "---:|" * len(rivals)]
+        for v in rows:
+            lines.append(f"| {v['dtype']} | {v['method']} | {v['pass'].replace('_', ' + ')} | {v['cells']} "
+                         f"| {_pct_range(v['pcts'], ' – ')} |" + "".join(f" {beat(v, r)} |" for r in rivals))
+        return "\n".join(lines) + "\n"
+    lines += ["| | " + " | ".join(f"{v['dtype']}<br>{v['method']}" for v in rows) + " |",
+              "|---|" + "---:|" * len(rows),
+              "| cells | " + " | ".join(str(v["cells"]) for v in rows) + " |",
+              "| % of copy | " + " | ".join(_pct_range(v["pcts"], "–") for v in rows) + " |"]
+    for r in rivals:
+        lines.append(f"| vs {_code(r)} | " + " | ".join(beat(v, r) for v in rows) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -304,22 +313,25 @@ def expand(kind: str, arg: str | None, load, load_ncu) -> str | None:
 
 
 def ncu_table(d: dict | None, op: str) -> str:
-    """Nsight Compute per kernel launch of each profiled call (results/ncu_siblings.json)."""
+    """Nsight Compute per kernel launch of each profiled call (results/ncu_siblings.json), as two
+    tables whose rows pair by number: what ran and how long; then its memory, SMs and bound (one
+    table of twelve columns ran past the text column)."""
     if d is None:
         return "*Not profiled yet: run `OUT=results bash scripts/gpu/ncu_siblings.sh` on a GPU.*\n"
     rows = [c for c in d["cases"] if _ncu_op(c["kernel"]) == op and c["us"] >= NCU_MIN_US]
     bn = op == "batchnorm"
-    lines = [caption(f"Nsight Compute, {op}: each kernel of at least {NCU_MIN_US} µs a call launches, its time (µs), "
-                     "the DRAM megabytes it read and wrote, the memory system's busiest unit and the SMs' busiest "
-                     "pipe (% of peak), achieved occupancy (% of the SM's warps), registers a thread, and the bound "
-                     "that follows: memory or compute (SM), whichever is busier, where it passes 60%, else "
-                     "latency", d,
-                     d["cache_control"]),
-             "| call | " + ("layout | " if bn else "") + "dtype | shape | kernel launched | µs "
-             "| DRAM MB read / written | memory % | SM % | occupancy % | registers | bound |",
-             "|---|" + ("---|" if bn else "") + "---|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    what = [caption(f"Nsight Compute, {op}: each kernel of at least {NCU_MIN_US} µs a call launches, and its time "
+                    "(µs); the table after it gives each row's memory and SMs", d, d["cache_control"]),
+            "| # | call | " + ("layout | " if bn else "") + "dtype | shape | kernel launched | µs |",
+            "|--:|---|" + ("---|" if bn else "") + "---|---|---|---:|"]
+    how = [caption(f"Nsight Compute, {op}, the same rows by number: the DRAM megabytes each kernel read and wrote, "
+                   "the memory system's busiest unit and the SMs' busiest pipe (% of peak), achieved occupancy "
+                   "(% of the SM's warps), registers a thread, and the bound that follows: memory or compute (SM), "
+                   "whichever is busier, where it passes 60%, else latency", d, d["cache_control"]),
+           "| # | DRAM MB read / written | memory % | SM % | occupancy % | registers | bound |",
+           "|--:|---:|---:|---:|---:|---:|---|"]
     earlier = 0
-    for c in rows:
+    for i, c in enumerate(rows, 1):
         call, _, layout = c["kernel"].rstrip("]").partition("[")  # bn_split[nchw]: the call, its layout
         where = f'<span style="{NOWRAP}">{LAYOUT.get(layout, layout)}</span> | ' if bn else ""
         now = _launched_now(c)
@@ -327,13 +339,13 @@ def ncu_table(d: dict | None, op: str) -> str:
         if now is not None and now != c["launched"]:
             earlier += 1
             mark = f" (earlier plan; now {_code(now.removeprefix('ladder::'))})"
-        lines.append(f"| {_code(call)} | {where}{c['dtype']} | {_shape(c['shape'])} | {_breakable(c['launched'])}{mark} "
-                     f"| {c['us']:.1f} | {c['dram_read_mb']:.0f}&nbsp;/&nbsp;{c['dram_write_mb']:.0f} "
-                     f"| {c['memory_sol_pct']:.0f} | {c['sm_sol_pct']:.0f} | {c['occupancy_pct']:.0f} "
-                     f"| {c['registers']} | {c['bound']} |")
+        what.append(f"| {i} | {_code(call)} | {where}{c['dtype']} | {_shape(c['shape'])} "
+                    f"| {_breakable(c['launched'])}{mark} | {c['us']:.1f} |")
+        how.append(f"| {i} | {c['dram_read_mb']:.0f}&nbsp;/&nbsp;{c['dram_write_mb']:.0f} | {c['memory_sol_pct']:.0f} "
+                   f"| {c['sm_sol_pct']:.0f} | {c['occupancy_pct']:.0f} | {c['registers']} | {c['bound']} |")
     note = (f"\n*{earlier} of these rows were profiled under an earlier launch plan: the kernel the plan launches "
             "for that shape now is named beside it, and the benchmark above times the plan of now.*\n") if earlier else ""
-    return "\n".join(lines) + "\n" + note
+    return "\n".join(what) + "\n" + note + "\n" + "\n".join(how) + "\n"
 
 
 def _launched_now(c: dict) -> str | None:
