@@ -136,7 +136,7 @@ class Plan:
             lines.append(f"    L{k}(G{k}, B{k}, {int(shared)}, stream, {', '.join(exprs)})")
         lines.append(f"    return ({''.join(f'o{j}, ' for j in range(len(kept)))})")
         namespace: dict = {}
-        exec(compile("\n".join(lines), f"<launch plan of {len(self.launches)} launches>", "exec"), env, namespace)
+        exec(compile("\n".join(lines), f"<launch plan of {len(self.launches)} launch{'' if len(self.launches) == 1 else 'es'}>", "exec"), env, namespace)
         return namespace["replay"]
 
 

@@ -54,18 +54,15 @@ def over_limit(d: dict, kernels: str = "fast") -> list[tuple]:
 
 
 def host_over(d: dict | None) -> str:
-    """The cells where the fast call, or torch's call with the fast kernels installed, costs more than
-    LIMIT times torch's, as a list."""
+    """How many cells cost the host more than LIMIT times torch's, through reimpl and in torch (the
+    matrix shows them in bold)."""
     if d is None:
         return MISSING
-    over = sorted(set(over_limit(d)) | set(over_limit(d, "fast_in_torch")), key=list(cells(d)).index)
-    if not over:
-        return f"*No cell costs more than {LIMIT} times torch's ({_stamp(d)}).*\n"
-    c = cells(d)
-    return "".join(f"- {OPS[op]}, {WAYS[api]} (`{CALLS[(op, api)]}`), {pass_}: "
-                   f"{c[(op, api, pass_)]['fast'] / c[(op, api, pass_)]['torch']:.2f} times through reimpl, "
-                   f"{c[(op, api, pass_)]['fast_in_torch'] / c[(op, api, pass_)]['torch']:.2f} in torch\n"
-                   for op, api, pass_ in over)
+    n = len(cells(d))
+    fast, in_torch = over_limit(d), over_limit(d, "fast_in_torch")
+    return (f"*{len(fast)} of the {n} cells cost more than {LIMIT} times torch's through `reimpl.fast`, and "
+            f"{len(in_torch)} with `reimpl.fast` installed in torch: their ratios are in bold in the tables above "
+            f"({_stamp(d)}).*\n")
 
 
 def host_table(d: dict | None, op: str) -> str:
@@ -75,15 +72,17 @@ def host_table(d: dict | None, op: str) -> str:
     M, N = d["shape"]
     rows = [f"*Host time per call in µs at {M} x {N} {d['dtype']}, {OPS[op]}: torch's call beside the same call "
             f"through reimpl on the mirror's kernels and on reimpl.fast's (each with its launch plans), and torch's "
-            f"own call with each installed as aten's kernels (reimpl.in_torch). Calls: functional is "
+            f"own call with each installed as aten's kernels (reimpl.in_torch); ratios over {LIMIT} in bold. Calls: "
+            f"functional is "
             f"{CALLS[(op, 'functional')]}, module is {CALLS[(op, 'module')]}, aten op is {CALLS[(op, 'aten')]}. "
             f"Method: {d['method']}. {_stamp(d)}.*", "",
             "| call: pass | " + " | ".join(PROVIDERS.values()) + " | fast / torch | in torch: fast / torch |",
             "|---|" + "--:|" * (len(PROVIDERS) + 2)]
     for (o, api, pass_), c in cells(d).items():
         if o == op:
-            rows.append(f"| {WAYS[api]}: {pass_} | " + " | ".join(f"{c[k]:.1f}" for k in PROVIDERS)
-                        + f" | {c['fast'] / c['torch']:.2f} | {c['fast_in_torch'] / c['torch']:.2f} |")
+            ratios = [c[k] / c["torch"] for k in ("fast", "fast_in_torch")]
+            rows.append(f"| {WAYS[api]}: {pass_} | " + " | ".join(f"{c[k]:.1f}" for k in PROVIDERS) + " | "
+                        + " | ".join(f"**{r:.2f}**" if r > LIMIT else f"{r:.2f}" for r in ratios) + " |")
     return "\n".join(rows) + "\n"
 
 
@@ -157,10 +156,10 @@ def _where(location: str) -> str:
     'reimpl/api.py (_plan_call)'; built-ins keep their name."""
     m = re.search(r"(reimpl/[\w/]+\.py):\d+\((\w+)\)", location)
     if m:
-        return f"{m.group(1)} ({m.group(2)})"
+        return f"{m.group(1)} (`{m.group(2)}`)"
     m = re.search(r"<(launch plan[^>]*)>:\d+\((\w+)\)", location)
     if m:
-        return f"{m.group(2)} (generated: {m.group(1)})"
+        return f"`{m.group(2)}` (generated: {m.group(1).replace('of 1 launches', 'of 1 launch')})"
     name = location.strip("{}").replace("built-in method ", "")
     m = re.match(r"method '(\w+)' of '([\w.]+)' objects", name)
     return f"{m.group(2).replace('torch._C.TensorBase', 'Tensor')}.{m.group(1)}" if m else name
@@ -220,7 +219,8 @@ def training_step(path: Path = RESULTS / "training_step.json") -> str:
                     f"{yes(r['in_torch_params_bit_identical'])} | {t:.2f} | {r['fast_norms_ms']:.2f} "
                     f"| {r['in_torch_norms_ms']:.2f} | {r['control_ms']:.2f} | {r['fast_norms_ms'] / t:.3f} "
                     f"| {r['in_torch_norms_ms'] / t:.3f} |")
-    rows += ["", f"*Inference at batch 1 x 128 tokens in ms, the same models and copies. Method: {d['method']}. "
+    rows += ["", f"*Inference at batch 1 x 128 tokens in ms, the same models: torch's, fast and in-torch copies. "
+             f"Method: {d['method']}. "
              f"{_stamp(d)}.*", "",
              "| model | torch | fast | in torch | fast / torch | in torch / torch |", "|---|--:|--:|--:|--:|--:|"]
     for r in d["rows"]:
@@ -237,7 +237,8 @@ def compiled_step(path: Path = RESULTS / "training_step.json") -> str:
         return "*Not measured yet: run `python scripts/gpu/training_step.py results/training_step.json` on a GPU.*\n"
     d = json.loads(path.read_text())
     rows = [f"*Training step in ms under torch.compile (default mode): the torch-norm model, whose norms Inductor "
-            f"generates itself (other bits), against the reimpl.fast model, whose norms are opaque custom ops with "
+            f"generates itself (other bits), against the reimpl.fast model (reimpl.nn modules), whose norms are opaque "
+            f"custom ops with "
             f"torch's bits; eager torch for scale. Method: {d['method']}. {_stamp(d)}.*", "",
             "| model | eager, torch's norms | compiled, Inductor's norms | compiled, ours | ours / Inductor's |",
             "|---|--:|--:|--:|--:|"]
@@ -255,7 +256,8 @@ def compiled_profile(path: Path = RESULTS / "compiled_norms_profile.json") -> st
                 "results/compiled_norms_profile.json` on a GPU.*\n")
     d = json.loads(path.read_text())
     fams = sorted({f for r in d["rows"] for f in r["gpu_ms_by_family"]})
-    shown = {"norm kernels (ours or torch's)": "kernels named for a norm"}
+    shown = {"norm kernels (ours or torch's)": "kernels named for a norm",
+             "Inductor's Triton kernels": "Inductor's other Triton kernels"}
     rows = [f"*One compiled training step, GPU time in ms and (launches) by kernel family: kernels named for a norm "
             f"(ours, or Inductor's fused norm kernels), Inductor's other Triton kernels, matrix multiplies, and the "
             f"rest. Method: {d['method']}. {_stamp(d)}.*", "",

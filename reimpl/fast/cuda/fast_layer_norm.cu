@@ -462,8 +462,8 @@ __global__ void __launch_bounds__(32 * WARPS, ROWS > 1 ? 32 / (WARPS * ROWS) : 1
 // torch's cuWelfordCombine(own, partner) where the partner is one of torch's threads (or warps) that
 // holds nothing, so (0, 0, 0), and own's count c has c * (1.f / c) == 1 exactly (for the counts met
 // below, 4 and N <= 128, checked by tests/test_fast_cpu.py). Then nA == 0 and nB == 1, so torch's
-// mean, fma(0, 0, 1 * mean), is own mean + 0 (which turns a -0 into +0: a mean that underflows
-// from below is -0), and its sigma2, fma(1, (mean * mean) * 0, 0 + sigma2), is own sigma2 + 0, or
+// mean, fma(0, 0, 1 * mean), is own mean + 0 (which turns a -0 into +0: a negative mean too small
+// to represent rounds to -0), and its sigma2, fma(1, (mean * mean) * 0, 0 + sigma2), is own sigma2 + 0, or
 // NaN where mean * mean overflows: that term is kept. An empty own state stays (0, 0, 0), as
 // torch's `count > 0` branch leaves it. RMSNorm's merge is 0 + sigma2.
 template <bool rms_norm>
