@@ -43,9 +43,10 @@ _state = {"library": None, "kernels": None}
 
 
 def _kernels_for(kernels: str):
-    """The four dispatcher kernels of `kernels`. The dispatcher hands lists (normalized_shape,
-    output_mask); our entry points key plans on tuples. The runtime is looked up per call: the mirror's
-    is the calling context's (None), and the fast one is made on first use, so installing needs no GPU."""
+    """The four dispatcher kernels of `kernels`: the forwards after autocast (torch's AutocastCUDA
+    kernel has run by then), the backwards as reimpl's own entry points, which take the dispatcher's
+    lists. The runtime is looked up per call: the mirror's is the calling context's (None), and the
+    fast one is made on first use, so installing needs no GPU."""
     def rt():
         return fast_runtime() if kernels == "fast" else None
 
@@ -53,15 +54,14 @@ def _kernels_for(kernels: str):
         return api._native_layer_norm(input, normalized_shape, weight, bias, eps, rt=rt())
 
     def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask):
-        return api._native_layer_norm_backward(grad_out, input, tuple(normalized_shape), mean, rstd, weight, bias,
-                                               api._mask(output_mask, 3), rt())
+        return api.native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias,
+                                              output_mask, rt=rt())
 
     def _fused_rms_norm(input, normalized_shape, weight, eps):
         return api._fused_rms_norm(input, normalized_shape, weight, eps, rt=rt())
 
     def _fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight, output_mask):
-        return api._fused_rms_norm_backward(grad_out, input, tuple(normalized_shape), rstd, weight,
-                                            api._mask(output_mask, 2), rt())
+        return api.fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight, output_mask, rt=rt())
     return dict(zip(_OPS, (native_layer_norm, native_layer_norm_backward, _fused_rms_norm, _fused_rms_norm_backward)))
 
 

@@ -48,6 +48,11 @@ def _inputs(op, M, N, dtype, grad: bool):
     return x, w, b
 
 
+def _torchs_call(kernels: str) -> bool:
+    """Whether a provider calls torch's own ops (torch's, or with ours installed below them)."""
+    return kernels == "torch" or kernels.endswith(IN_TORCH)
+
+
 def installed(kernels: str):
     """The context a provider's calls run in: our kernels installed as aten's for the in-torch ones."""
     if kernels.endswith(IN_TORCH):
@@ -60,7 +65,7 @@ def forward_fn(op: str, api: str, kernels: str, N: int, dtype, w, b):
     """f(x) -> the output tensor, for one provider and way in."""
     import reimpl
     F = torch.nn.functional
-    if kernels.endswith(IN_TORCH):  # torch's own call; what runs below it is installed around the round
+    if _torchs_call(kernels):  # what runs below torch's call is installed around the round
         kernels = "torch"
     if api == "module":
         if kernels == "torch":
@@ -165,7 +170,7 @@ def _aten_backward(op, kernels, M, N, dtype, calls):
     aten = torch.ops.aten
     if op == "layer_norm":
         _, mean, rstd = aten.native_layer_norm(x, [N], w, b, 1e-5)
-        if kernels == "torch" or kernels.endswith(IN_TORCH):
+        if _torchs_call(kernels):
             def one():
                 aten.native_layer_norm_backward(g, x, [N], mean, rstd, w, b, [True, True, True])
         else:
@@ -173,7 +178,7 @@ def _aten_backward(op, kernels, M, N, dtype, calls):
                 reimpl.native_layer_norm_backward(g, x, (N,), mean, rstd, w, b, (True, True, True), kernels=kernels)
     else:
         _, rstd = aten._fused_rms_norm(x, [N], w, 1e-5)
-        if kernels == "torch" or kernels.endswith(IN_TORCH):
+        if _torchs_call(kernels):
             def one():
                 aten._fused_rms_norm_backward(g, x, [N], rstd, w, [True, True])
         else:

@@ -38,11 +38,6 @@ def cells(d: dict) -> dict:
     return out
 
 
-def worst_ratio(d: dict, kernels: str = "fast") -> tuple[float, tuple]:
-    """The largest ours / torch host ratio over the small-shape cells, and its cell."""
-    return max((c[kernels] / c["torch"], key) for key, c in cells(d).items())
-
-
 LIMIT = 1.5  # the host-cost goal: at most this many times torch's
 PROVIDERS = {"torch": "torch", "mirror": "mirror", "fast": "fast", "mirror_in_torch": "in torch: mirror",
              "fast_in_torch": "in torch: fast"}
