@@ -4,9 +4,10 @@ the launcher with its page section; the plan folds every value of every channel 
 (slices of the NCHW walk; row slices and column tiles of channels-last input) on ResNet-50's
 shapes and odd ones, aims at the stated waves, and keeps the rounding levels within the bound of
 reimpl/ladder/accuracy.py on every checked shape; the launchers launch what the plan says on a
-RecordingRuntime (two launches a direction, or one block per channel for short NCHW channels;
-forward, backward, through autograd, in x's memory format), hand the last-block merges one
-counter array per device and stream, and refuse bad input before any launch."""
+RecordingRuntime (two launches a direction, or one block per channel for short NCHW channels, or
+one cooperative launch for columns input from RESIDENT_FROM_BYTES on; forward, backward, through
+autograd, in x's memory format), hand the last-block merges and the resident barriers one array
+each per device and stream, and refuse bad input before any launch."""
 import math
 import re
 
@@ -18,18 +19,18 @@ from reimpl.device import compile as compile_mod, runtime
 from reimpl.ladder import accuracy, batchnorm, batchnorm_split as bs, registry
 
 TEMPLATES = (bs.PARTIAL, bs.PARTIAL_CL, bs.FINALIZE, bs.APPLY, bs.BWD_PARTIALS, bs.BWD_PARTIALS_CL, bs.BWD_FINALIZE,
-             bs.BWD_DX, bs.FWD_HELD, bs.BWD_HELD)
+             bs.BWD_DX, bs.FWD_HELD, bs.BWD_HELD, bs.FWD_RESIDENT, bs.BWD_RESIDENT)
 SRC = (bs.SOURCE.directory / bs.SOURCE.main).read_text()
 
 
 def test_compiles_for_sm90_without_diagnostics():
     prog = compile_mod.build(bs.SOURCE, "sm_90", use_cache=False)
     assert prog.log == "", prog.log
-    # per storage type and parameter type (1 for float32, 2 for 16-bit x): 4 partial kernels x 2
-    # widths, 2 finalizes, and the held kernels at each (vec, words): scalars 1 to 16 words, each;
+    # per storage type and parameter type (1 for float32, 2 for 16-bit x): 4 partial kernels and 2
+    # resident ones x 2 widths, 2 finalizes, and the held kernels at each (vec, words): scalars 1 to 16 words, each;
     # the forward's 16-byte words up to 64 values (float32: 1 to 16 words of 4; 16-bit: 1 to 8 of
     # 8), the backward's up to 16 (1 to 4; 1 or 2); per storage type 2 x 3 elementwise
-    assert len(bs._instantiations()) == 5 * (4 * 2 + 2) + (2 * 5 + 5 + 3) + 4 * (2 * 5 + 4 + 2) + 3 * 6
+    assert len(bs._instantiations()) == 5 * (6 * 2 + 2) + (2 * 5 + 5 + 3) + 4 * (2 * 5 + 4 + 2) + 3 * 6
     assert set(prog.lowered) == {k.expr for k in bs._instantiations()}
 
 
@@ -91,6 +92,29 @@ def _check_columns(p, R, C, itemsize):
     assert p.last_block == (min(TX * p.vec, C) * p.slices <= bs.LAST_BLOCK_STATES)
 
 
+def _check_resident(p, R, C, itemsize, aligned, capacity):
+    """A resident plan: columns_plan's tiles and slicing rules, the whole grid within `capacity`
+    blocks, no last-block merge; None only where the tiles alone pass the capacity."""
+    tiles = bs.columns_plan(R, C, itemsize, aligned).grid[0]  # the same tiles
+    if p is None:
+        assert tiles > capacity
+        return
+    assert p.grid[0] == tiles
+    TX, TY = p.block
+    assert p.columns and TX * TY == bs.COLUMN_THREADS and not p.last_block
+    assert p.grid[0] * p.grid[1] <= capacity
+    bounds = bs.slice_bounds(R, p.per_slice)
+    assert len(bounds) == p.slices == p.grid[1]
+    _covers_once(bounds, R)
+    _covers_once([c for t in bs.column_tiles(p, C) for c in t], C)
+    assert p.slices == 1 or p.per_slice >= TY * bs.CHUNK
+    assert p.slices <= bs.MAX_SLICES
+    # as many slices as the capacity, the rows and MAX_SLICES allow, less rounding
+    most = min(capacity // p.grid[0], R // max(TY * bs.CHUNK, -(-bs.STATE_SHARE * bs.STATE_BYTES // itemsize)),
+               bs.MAX_SLICES)
+    assert p.slices <= max(1, most) and 2 * p.slices >= most
+
+
 @pytest.mark.parametrize("itemsize", [4, 2])
 @pytest.mark.parametrize("aligned", [True, False], ids=["aligned", "unaligned"])
 def test_the_plan_folds_every_value_once(itemsize, aligned):
@@ -102,6 +126,9 @@ def test_the_plan_folds_every_value_once(itemsize, aligned):
         if HW > 1:
             _check_nchw(bs.nchw_plan(N, C, HW, itemsize, aligned), N, C, HW, itemsize)
         _check_columns(bs.columns_plan(N * HW, C, itemsize, aligned), N * HW, C, itemsize)
+        for capacity in (132 * 2, 132 * 4):
+            _check_resident(bs.resident_plan(N * HW, C, itemsize, aligned, capacity), N * HW, C, itemsize, aligned,
+                            capacity)
         for columns in (False, True):
             e = bs.elementwise_plan(N * C * HW, C, HW, columns, itemsize, aligned)
             assert e.vec == 1 or (aligned and (C if columns else HW) % e.vec == 0)
@@ -132,6 +159,8 @@ def test_rounding_levels_within_the_stated_bound_on_every_checked_shape():
         for itemsize in (4, 2):
             for aligned in (True, False):
                 plans = [bs.columns_plan(N * HW, C, itemsize, aligned)]
+                plans += [p for p in (bs.resident_plan(N * HW, C, itemsize, aligned, 132 * b) for b in (1, 2, 4))
+                          if p is not None]
                 if HW > 1:
                     plans.append(bs.nchw_plan(N, C, HW, itemsize, aligned))
                 for p in plans:
@@ -197,8 +226,11 @@ def test_short_channels_take_one_block_each(shape, fwd_held, bwd_held):
         assert fwd == [("bn_forward_held" + targs, (C, 1, 1), (512, 1, 1), 0)]
     else:
         assert [g[0].split("<")[0] for g in fwd] == ["bn_partial_stats" + cl, *fin, "bn_apply"]
+    resident_bwd = HW == 1 and math.prod(shape) * 2 >= bs.RESIDENT_FROM_BYTES["backward"][2]
     if bwd_held:
         assert bwd == [("bn_backward_held" + targs, (C, 1, 1), (512, 1, 1), 0)]
+    elif resident_bwd:
+        assert [g[0].split("<")[0] for g in bwd] == ["bn_backward_cl_resident"]
     else:
         assert [g[0].split("<")[0] for g in bwd] == [
             "bn_backward_partials" + cl, *(["bn_backward_finalize"] if fin else []), "bn_backward_dx"]
@@ -217,6 +249,7 @@ def test_wide_tiles_leave_the_merge_to_the_finalize(shape, dtype, states, monkey
     before the elementwise pass, forward and backward; the others merge in the last block. The
     default (0) always launches the finalize; 16384, the earlier setting, keeps the last-block path."""
     monkeypatch.setattr(bs, "LAST_BLOCK_STATES", states)
+    monkeypatch.setattr(bs, "RESIDENT", False)  # the split's launches, at every size
     bs.columns_plan.cache_clear()
     C = shape[1]
     plan = bs.columns_plan(math.prod(shape) // C, C, dtype.itemsize, True)
@@ -273,6 +306,7 @@ def test_arrival_counters_per_device_and_stream(monkeypatch):
     grown (zeros again) for a wider grid (columns tiles, with the last-block merge switched on)."""
     bs._ARRIVED.clear()
     monkeypatch.setattr(bs, "LAST_BLOCK_STATES", 1 << 40)
+    monkeypatch.setattr(bs, "RESIDENT", False)
     bs.columns_plan.cache_clear()
     x, w = torch.zeros(32, 64, 56, 56), torch.ones(64)
     rt = _StreamRuntime()
@@ -326,6 +360,9 @@ def test_layouts_choose_their_kernels(shape, dtype, pdtype, channels_last, parti
     assert out["y"].shape == x.shape and out["y"].dtype == dtype and out["y"].is_contiguous(memory_format=fmt)
     got = _launches(lambda: bs.batch_norm_train_backward_split(torch.zeros(shape, dtype=dtype), x, w,
                                                                torch.zeros(C), torch.ones(C)))
+    if columns and bs.RESIDENT_FROM_BYTES["backward"][dtype.itemsize] == 0:  # float32: one launch at every size
+        assert [g[0] for g in got] == [partial.replace("partial_stats_cl", "backward_cl_resident")]
+        return
     assert [g[0] for g in got] == [partial.replace("partial_stats", "backward_partials"),
                                    *[f.replace("finalize_stats", "backward_finalize") for f in finalize],
                                    apply.replace("apply", "backward_dx")]
@@ -423,3 +460,77 @@ def test_plan_constants_match_the_committed_probe():
     page = " ".join((Path(__file__).resolve().parents[1] / "docs" / "ladder" / "batchnorm.md").read_text().split())
     assert f"folds at least {bs.MIN_VALUES} values" in page and f"at most {bs.MAX_SLICES} share a channel" in page
     assert bs.WAVES == 1 and "about one wave" in page and "within 1% of it or faster" in page
+
+
+@pytest.mark.parametrize("shape,dtype,forward,backward", [
+    ((32, 64, 112, 112), torch.float16, True, True),    # 51 MB
+    ((32, 64, 56, 56), torch.float32, True, True),      # 25.7 MB
+    ((32, 64, 56, 56), torch.float16, False, True),     # 12.8 MB: the forward's split is the faster
+    ((6304, 768), torch.float32, True, True),           # 2-D input is columns too
+    ((32, 512, 7, 7), torch.float32, False, True),      # 3.2 MB: float32's backward at every size
+    ((32, 512, 7, 7), torch.float16, False, False),
+    ((2, 2_000_000), torch.float32, False, False),      # 62500 tiles: more than stay resident
+], ids=str)
+def test_columns_input_takes_one_resident_launch_from_its_size(shape, dtype, forward, backward):
+    """Channels-last (or 2-D) x of at least RESIDENT_FROM_BYTES per direction: one cooperative launch
+    of the resident kernel, its grid the resident plan for the device's resident blocks (here the
+    RecordingRuntime's RESIDENT_BLOCKS an SM), the tile barriers from their own per-stream array; the
+    split's launches otherwise."""
+    C = shape[1]
+    x = torch.zeros(shape, dtype=dtype)
+    if x.dim() == 4:
+        x = x.to(memory_format=torch.channels_last)
+    w = torch.ones(C)
+    bs._BARRIERS.clear()
+    with runtime.use(runtime.RecordingRuntime()) as rt:
+        y, m, s = bs.batch_norm_train_forward_split(x, w, w, w.clone(), w.clone())
+        n = len(rt.calls)
+        bs.batch_norm_train_backward_split(x, x, w, m, s)
+    R = math.prod(shape) // C
+    plan = bs.resident_plan(R, C, dtype.itemsize, True, 132 * bs.RESIDENT_BLOCKS)
+    for calls, resident, kind in ((rt.calls[:n], forward, "forward"), (rt.calls[n:], backward, "backward")):
+        names = [k.template.name for k, _, _ in calls]
+        if not resident:
+            assert "resident" not in " ".join(names)
+            continue
+        assert names == [f"bn_{kind}_cl_resident"] and plan is not None
+        (kernel, launch, args), = calls
+        assert launch.grid == (*plan.grid, 1) and launch.block == (*plan.block, 1) and launch.shared == 0
+        bar = bs._BARRIERS[("cpu", 0)]
+        assert args[3 if kind == "forward" else 7] == bar.data_ptr() and bar.numel() >= 2 * plan.grid[0]
+        assert args[-3 if kind == "forward" else -1] == plan.per_slice
+    assert set(bs._BARRIERS) == ({("cpu", 0)} if forward or backward else set())
+
+
+def test_resident_launch_arguments():
+    """bn_forward_cl_resident: x, y, the partial states, the barriers, weight, bias, save_mean,
+    save_invstd, the coefficients (3 C floats before the states, in one workspace), the running
+    statistics, (R, C, per_slice, momentum, eps); bn_backward_cl_resident: dy, x, dx, the saved
+    statistics, weight, the partial sums, the barriers, dweight, dbias, (R, C, per_slice)."""
+    x = torch.zeros(32, 64, 56, 56).to(memory_format=torch.channels_last)
+    w, b, rm, rv = torch.ones(64), torch.zeros(64), torch.zeros(64), torch.ones(64)
+    with runtime.use(runtime.RecordingRuntime()) as rt:
+        y, m, s = bs.batch_norm_train_forward_split(x, w, b, rm, rv, 0.25, 1e-3)
+        dx, dw, db = bs.batch_norm_train_backward_split(x, x, w, m, s)
+    (_, fl, fa), (_, bl, ba) = rt.calls
+    R, S = 32 * 56 * 56, fl.grid[1]
+    ptr = lambda t: t.data_ptr()  # noqa: E731
+    assert fa[:2] == (ptr(x), ptr(y)) and fa[2] == fa[8] + 4 * 3 * 64
+    assert fa[4:8] == (ptr(w), ptr(b), ptr(m), ptr(s)) and fa[9:] == (ptr(rm), ptr(rv), R, 64, -(-R // S), 0.25, 1e-3)
+    assert ba[:6] == (ptr(x), ptr(x), ptr(dx), ptr(m), ptr(s), ptr(w)) and ba[8:] == (ptr(dw), ptr(db), R, 64,
+                                                                                      -(-R // bl.grid[1]))
+    assert fa[3] == ba[7]  # the stream's barriers
+
+
+def test_the_size_rule_against_the_committed_probe():
+    """RESIDENT_FROM_BYTES, read off results/bn_resident.json: on every channels-last cell measured
+    there, each dtype and direction, the route the rule takes is within 6% of the faster of the two
+    (the page states the measured figure, bn_routes.route_rule)."""
+    from reimpl.docsite import bn_routes
+    d = bn_routes.load()
+    cells = bn_routes.cells(d)
+    assert len(cells) == 30 and all(set(c) == set(bn_routes.ROUTES) for c in cells.values())
+    assert bn_routes.rule_cost(d) <= 1.06
+    # and the rule is not one-sided: both routes are taken somewhere, each direction
+    for w in ("forward", "backward"):
+        assert {bn_routes.chosen(dt, sh, w) for dt, sh in cells} == set(bn_routes.ROUTES)

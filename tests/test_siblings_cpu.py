@@ -273,6 +273,7 @@ def test_sibling_renderers_on_a_fixture_and_without_results():
     chart = sbt.bandwidth(bench, "softmax", "fp32")
     assert "<svg" in chart and "| 4096 x 4096 | 128 | 80 / 80 | 50 / 50 |" not in chart  # the table is HTML
     assert ">80 / 80</td>" in chart and ">128</td>" in chart
+    assert chart.count("<table>") == 1 and ">#</th>" not in chart  # three kernels fit one table, unnumbered
     assert "GPU-X" in st.stamp(errors, bench)
     for text in (st.softmax_errors(None, "three_pass"), st.batchnorm_errors(None, "kernel"),
                  sbt.bandwidth(None, "softmax", "fp32"), sbt.verdict_table(None, "softmax")):
@@ -280,6 +281,37 @@ def test_sibling_renderers_on_a_fixture_and_without_results():
     assert st.stamp(None, None) == ""
     with pytest.raises(ValueError):
         st.softmax_errors(errors, "three_pass")  # a kernel with no rows is an error, not an empty table
+
+
+def test_bandwidth_data_of_every_softmax_kernel_is_cut_into_numbered_tables():
+    """Every softmax kernel does not fit one table: the data is two tables that each fit TEXT_CHARS,
+    number the same rows, say what they hold, and together hold every cell's pipelined / flushed value once."""
+    from reimpl.docsite import siblings_bench_tables as sbt
+    stamp, _ = _fixture()
+    kernels = sbt.ORDER["softmax"]
+    rows = [{"method": m, "op": "softmax", "dtype": "bf16", "shape": [M, 4096], "kernel": k, "ms": 1.0,
+             "gbps": 1000.0 + 10 * i + j, "pct_copy": 10.0 * i + j + (m == "flushed") / 2}
+            for j, M in enumerate((4096, 8)) for i, k in enumerate(kernels) for m in ("pipelined", "flushed")]
+    d = {**stamp, "methods": {}, "rows": rows}
+    md = sbt._table(d, "softmax", "bf16")
+    heads = [line for line in md.splitlines() if line.startswith("| # |")]
+    assert len(heads) == 2 and md.count("\n|--:|") == 2, md
+    assert sorted(sum(([c.strip() for c in h.split("|")[2:-1] if "`" in c] for h in heads), [])) == \
+        sorted(f"`{k}`" if k != "copy" else "`copy`, GB/s" for k in kernels)
+    assert "the table after it gives the three earlier kernels and the copy's own GB/s" in md
+    assert "bf16, the same rows by number:" in md
+    for table in md.split("\n\n*")[1:]:
+        lines = [line for line in table.splitlines() if line.startswith("|")]
+        cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines[:1] + lines[2:]]
+        assert sum(max(map(sbt._chars, col)) + sbt.PAD_CHARS for col in zip(*cells)) <= sbt.TEXT_CHARS
+        assert [c[0] for c in cells] == ["#", "1", "2"]
+    for i, k in enumerate(kernels):
+        for j in (0, 1):
+            want = (f"{1000 + 10 * i + j} / {1000 + 10 * i + j}" if k == "copy" else
+                    f"{10 * i + j:.0f} / {10 * i + j + 0.5:.0f}")
+            assert md.count(f"| {want} |") == 1, (k, j, want)
+    html = sbt.bandwidth(d, "softmax", "bf16")
+    assert html.count("<table>") == 2 and html.count(">#</th>") == 2
 
 
 @pytest.mark.parametrize("parts", [1, 2, 16, 128])

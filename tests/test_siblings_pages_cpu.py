@@ -172,3 +172,124 @@ def test_profile_tables_pair_their_rows_and_fit_the_text_column():
                     if line.startswith("| ") and not line.startswith("| # |")]
         n = len(numbered) // 2
         assert n > 0 and numbered[:n] == numbered[n:] == [str(i) for i in range(1, n + 1)]
+
+
+# The bandwidth charts' data tables (siblings_bench_tables._table), as the pages draw them.
+BANDWIDTH = {"softmax": ("fp32", "bf16", "fp16"), "cross_entropy": ("bf16",), "batchnorm": ("fp32", "bf16", "fp16")}
+# At most 7 columns and 96 characters a table. A character here is about 7 px: Chromium at a 1280 px
+# window drew these tables at 6.8 to 7.05 px per character so counted, and the text column is 686 px
+# wide, so 96 characters take at most 677 px. Seven columns is what the widest of them has (the key
+# columns and four kernels, or BatchNorm's three keys, three kernels and the copy); the single tables
+# that scrolled had 8 (BatchNorm) and 10 (softmax) columns, and cross-entropy's 7 ran to 121 characters.
+MAX_COLUMNS, MAX_CHARS = 7, 96
+
+
+def _chars(text: str) -> float:
+    """A cell's width in characters of about 7 px: markup dropped, a space counted half."""
+    import re
+    t = re.sub(r"<[^>]+>", "", text).replace("&nbsp;", " ").replace("`", "")
+    return len(t) - t.count(" ") / 2
+
+
+def _tables(markdown: str) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(caption, header, rows) of each Markdown table, its cells stripped."""
+    from tests.test_captions_cpu import captions
+    out, lines = [], markdown.splitlines()
+    caps = iter(captions(markdown))
+    for i, line in enumerate(lines):
+        if line.startswith("|") and i + 1 < len(lines) and lines[i + 1].startswith("|-"):
+            rows = []
+            for row in lines[i + 2:]:
+                if not row.startswith("|"):
+                    break
+                rows.append([c.strip() for c in row.strip()[1:-1].split("|")])
+            out.append((next(caps), [c.strip() for c in line.strip()[1:-1].split("|")], rows))
+    return out
+
+
+def _too_wide(header: list[str], rows: list[list[str]]) -> str:
+    """Why a table would not fit the text column, or ""."""
+    width = sum(max(map(_chars, col)) + 3 for col in zip(header, *rows))  # 3: the cell's padding
+    return f"{len(header)} columns, {width} characters" if len(header) > MAX_COLUMNS or width > MAX_CHARS else ""
+
+
+def test_bandwidth_data_tables_fit_the_text_column_and_keep_every_number():
+    """Each chart's data is in tables of at most MAX_COLUMNS columns and MAX_CHARS characters, each
+    with its caption; every kernel's pipelined / flushed % of copy (the copy's GB/s) of every cell is
+    in exactly one of them, in its kernel's column and its shape's row; tables that share their rows
+    number them 1..n and list the same shapes; and the pages say how the tables are laid out."""
+    from reimpl.docsite import siblings_bench_tables as sbt
+    d = json.loads((ROOT / "results" / "siblings_bench.json").read_text())
+    assert ("opens the numbers of every cell, both methods, in two tables whose rows pair by number"
+            in _page("softmax.md"))
+    assert "opens the numbers of every cell, both methods, in a table per pass." in _page("batchnorm.md")
+    for op, dtypes in BANDWIDTH.items():
+        for dtype in dtypes:
+            tables = _tables(sbt._table(d, op, dtype))
+            for cap, header, rows in tables:
+                assert not _too_wide(header, rows), (op, dtype, header, _too_wide(header, rows))
+                assert d["device"] in cap and d["date"] in cap and op in cap and dtype in cap, cap
+                # no column of dashes only: a kernel not timed in these rows has no column
+                assert all(any(v != "— / —" for v in col) for col in list(zip(*rows))[1:]), (op, dtype, header)
+            # the tables of one set of rows (BatchNorm: one pass) pair by number
+            sets: dict = {}
+            for cap, header, rows in tables:
+                where = cap.split(":")[0].removesuffix(", the same rows by number").strip("*")
+                sets.setdefault(where, []).append((header, rows))
+            if op == "batchnorm":
+                assert sorted(sets) == sorted(f"{op}, {dtype}, {sbt.PASS_TITLE[p]}" for p in sbt.PASSES), sets.keys()
+            else:  # as softmax.md says: two tables whose rows pair by number
+                assert list(sets) == [f"{op}, {dtype}"] and len(sets[f"{op}, {dtype}"]) == 2, sets.keys()
+            for where, group in sets.items():
+                if len(group) > 1:
+                    keys = [[r[:header.index("shape") + 1] for r in rows]
+                            for header, rows in group]
+                    assert all(h[0] == "#" for h, _ in group), where
+                    assert all(k == keys[0] for k in keys), where
+                    assert [k[0] for k in keys[0]] == [str(i) for i in range(1, len(keys[0]) + 1)], where
+                else:
+                    assert group[0][0][0] != "#", where
+            found = _numbers(tables)
+            want: dict = {}
+            for r in d["rows"]:
+                if r["op"] == op and r["dtype"] == dtype:
+                    key = (r.get("pass", ""), sbt.LAYOUT.get(r.get("layout"), ""), " x ".join(map(str, r["shape"])),
+                           r["kernel"])
+                    want.setdefault(key, {})[r["method"]] = f"{r['gbps' if r['kernel'] == 'copy' else 'pct_copy']:.0f}"
+            methods = list(dict.fromkeys(r["method"] for r in d["rows"] if r["op"] == op))
+            assert methods == ["pipelined", "flushed"]
+            for key, by in want.items():
+                assert found.get(key) == " / ".join(by.get(m, "—") for m in methods), (op, dtype, key, found.get(key))
+            assert all(v == "— / —" for k, v in found.items() if k not in want), (op, dtype)
+
+
+def _numbers(tables) -> dict:
+    """(pass, layout, shape, kernel) -> its cell, from the tables of one chart; each key once."""
+    from reimpl.docsite import siblings_bench_tables as sbt
+    found: dict = {}
+    for cap, header, rows in tables:
+        pass_ = next((p for p in sbt.PASSES if cap.split(":")[0].endswith(sbt.PASS_TITLE[p])), "")
+        for row in rows:
+            shape = row[header.index("shape")].replace("&nbsp;", " ")
+            layout = row[header.index("layout")] if "layout" in header else ""
+            for name, value in zip(header, row):
+                if name.startswith("`"):
+                    key = (pass_, layout, shape, name.split("`")[1])
+                    assert key not in found, key
+                    found[key] = value
+    return found
+
+
+def test_one_table_of_every_kernel_would_not_fit():
+    """The width check fails the layout these tables replaced: one table of a chart's every cell and
+    kernel (BatchNorm's with a pass column), put back together from the tables drawn now."""
+    from reimpl.docsite import siblings_bench_tables as sbt
+    d = json.loads((ROOT / "results" / "siblings_bench.json").read_text())
+    for op, dtypes in BANDWIDTH.items():
+        found = _numbers(_tables(sbt._table(d, op, dtypes[0])))
+        kernels = list(dict.fromkeys(k[3] for k in found))
+        rows = [[*(p for p in where if p), *(found.get((*where, k), "— / —") for k in kernels)]
+                for where in dict.fromkeys(k[:3] for k in found)]
+        header = (["pass", "layout"] if op == "batchnorm" else []) + ["shape"] + [f"`{k}`" for k in kernels]
+        assert _too_wide(header, rows), (op, header)
+        assert not _too_wide(header[:3], [r[:3] for r in rows])  # and the check passes a narrow one

@@ -90,6 +90,13 @@ class RecordingRuntime:
         self.launches.append(launch)
         self.calls.append((kernel, launch, args))
 
+    launch_cooperative = launch
+
+    def resident_blocks(self, kernel, threads: int, shared: int = 0) -> int | None:
+        """Without a device: the properties' `resident_blocks` if given, else None (the caller's
+        launch bound then stands for it)."""
+        return self.properties.get("resident_blocks")
+
 
 class _Stream:
     """The one attribute CuPy's Function.__call__ reads from a stream."""
@@ -135,14 +142,48 @@ class _DriverLaunch:
         self._local.v = (block, argv, ctypes.addressof(argv))
         return self._local.v
 
-    def __call__(self, grid, block, shared: int, stream: int, args) -> None:
+    def _packed(self, args) -> int:
         try:
             buf, _argv, argv_addr = self._local.v
         except AttributeError:
             buf, _argv, argv_addr = self._block()
         self._layout.pack_into(buf, 0, *args)
+        return argv_addr
+
+    def __call__(self, grid, block, shared: int, stream: int, args) -> None:
+        argv_addr = self._packed(args)
         self._launch(self._fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                      shared, stream, argv_addr, 0)
+
+    def cooperative(self, grid, block, shared: int, stream: int, args) -> None:
+        """cuLaunchCooperativeKernel: every block of the grid resident at once, or an error."""
+        argv_addr = self._packed(args)
+        _check(_libcuda().cuLaunchCooperativeKernel(
+            ctypes.c_void_p(self._fn), *grid, *block, shared, ctypes.c_void_p(stream), ctypes.c_void_p(argv_addr)),
+            "cuLaunchCooperativeKernel")
+
+    def resident_blocks(self, threads: int, shared: int) -> int:
+        """cuOccupancyMaxActiveBlocksPerMultiprocessor: blocks of `threads` an SM holds at once."""
+        n = ctypes.c_int()
+        _check(_libcuda().cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            ctypes.byref(n), ctypes.c_void_p(self._fn), threads, ctypes.c_size_t(shared)),
+            "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+        return n.value
+
+
+@functools.lru_cache(maxsize=1)
+def _libcuda():
+    """The driver library, for the two calls CuPy's binding lacks (cooperative launch, occupancy)."""
+    lib = ctypes.CDLL("libcuda.so.1")
+    lib.cuLaunchCooperativeKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 2
+    lib.cuOccupancyMaxActiveBlocksPerMultiprocessor.argtypes = [
+        ctypes.POINTER(ctypes.c_int), ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+    return lib
+
+
+def _check(result: int, call: str) -> None:
+    if result != 0:
+        raise RuntimeError(f"{call} failed: CUresult {result}")
 
 
 class TorchCupyRuntime:
@@ -328,6 +369,27 @@ class TorchCupyRuntime:
             fn(grid, block, _pack(kernel, args, kinds), shared_mem=shared, stream=s)
         if self.record is not None:
             self.record.append(Launch(kernel.name, grid, block, int(shared), stream))
+
+    def _driver_function(self, kernel) -> _DriverLaunch:
+        fn = self._current_function(kernel)
+        return fn if isinstance(fn, _DriverLaunch) else _DriverLaunch(fn, kernel)
+
+    def launch_cooperative(self, kernel, grid, block, shared: int, stream: int, *args) -> None:
+        """A launch whose blocks wait for each other (a grid barrier): the driver puts them all on
+        the GPU at once. The grid must fit (resident_blocks tells how many an SM holds)."""
+        grid, block = dim3(grid), dim3(block)
+        self._driver_function(kernel).cooperative(grid, block, shared, stream, args)
+        if self.record is not None:
+            self.record.append(Launch(kernel.name, grid, block, int(shared), stream))
+
+    def resident_blocks(self, kernel, threads: int, shared: int = 0) -> int:
+        """Blocks of `threads` (and `shared` bytes of dynamic shared memory) of `kernel` that one SM of
+        the current device holds at once; asked once per device."""
+        st = self._state(self._get_device())
+        key = (kernel, "resident", threads, shared)
+        if key not in st.attributes:
+            st.attributes[key] = self._driver_function(kernel).resident_blocks(threads, shared)
+        return st.attributes[key]
 
 
 class KernelMissing(LookupError):

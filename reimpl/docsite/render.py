@@ -33,7 +33,7 @@ import re
 
 from ..layers import LAYERS
 from ..upstream import manifest as manifest_mod
-from . import fast_tables, grid_tables, host_table, judge_tables, ladder_tables, releases_table, siblings_tables
+from . import bn_routes, fast_tables, grid_tables, host_table, judge_tables, ladder_tables, releases_table, siblings_tables
 from .diagrams import DIAGRAMS
 from .parity_tables import numerics_example, parity
 from .source_links import symbol, symbol_index
@@ -144,6 +144,9 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
         sibling = siblings_tables.expand(kind, arg)
         if sibling is not None:
             return sibling
+        routes = bn_routes.expand(kind, arg)
+        if routes is not None:
+            return routes
         judged = judge_tables.expand(kind, arg)
         if judged is not None:
             return judged

@@ -4,7 +4,7 @@ copy" is a number from here.
 
     {% siblings_verdict OP %}            per dtype and method: how our kernel stands against the copy,
                                          torch and the peers over the cells of at least 32 MB
-    {% siblings_bandwidth OP DTYPE %}    a chart of % of copy per width (pipelined), and the table of
+    {% siblings_bandwidth OP DTYPE %}    a chart of % of copy per width (pipelined), and the tables of
                                          every cell and kernel, both methods, one click away
     {% siblings_claim OP %}              the verdict as sentences, for the prose
     {% siblings_ncu OP %}                Nsight Compute per launched kernel (results/ncu_siblings.json)
@@ -13,6 +13,7 @@ Rows: method, op, dtype, shape, kernel, ms, gbps, pct_copy (and layout, pass for
 """
 from __future__ import annotations
 
+import itertools
 import math
 import re
 
@@ -157,36 +158,125 @@ def _shown(op: str) -> list[str]:
     return first + [k for k in ORDER[op] if k not in first]
 
 
+# The data under a chart, as tables that fit the text column (one table of every kernel ran past it).
+# BatchNorm has a set of rows per pass, as the chart has a panel per pass. A set of rows whose kernels
+# do not fit one table is cut, in the kernels' order, into the fewest tables that fit, as even as can
+# be; those tables number their rows, which pair by number (as the Nsight Compute tables' do), and each
+# repeats the shape. Widths are counted in characters of about 7 px (a space counts half): a column
+# takes its widest cell or header (kernel names are kept on one line) and its padding. The text column
+# is 686 px wide at a 1280 px window, 98 characters; a table may take 96.
+TEXT_CHARS = 96
+PAD_CHARS = 3
+
+
+def _chars(text: str) -> float:
+    """The width a table cell's text is drawn at, in characters: a space counts half."""
+    t = re.sub(r"<[^>]+>", "", text).replace("&nbsp;", " ").replace("`", "")
+    return len(t) - t.count(" ") / 2
+
+
+def _width(columns) -> float:
+    """A table's width in characters: each column's widest cell or header, and its padding."""
+    return sum(max(map(_chars, [head, *cells])) + PAD_CHARS for head, _, cells in columns)
+
+
+def _cut(keys, kernels: list) -> list[list]:
+    """The kernel columns cut, in order, into the fewest tables that fit TEXT_CHARS, the widest of them
+    as narrow as can be. keys(i, n): the columns that open table i of n."""
+    for n in range(1, len(kernels) + 1):
+        fits = []
+        for cuts in itertools.combinations(range(1, len(kernels)), n - 1):
+            parts = [kernels[a:b] for a, b in zip((0, *cuts), (*cuts, len(kernels)))]
+            widest = max(_width(keys(i, n) + part) for i, part in enumerate(parts))
+            if widest <= TEXT_CHARS:
+                fits.append((widest, parts))
+        if fits:
+            return min(fits, key=lambda f: f[0])[1]
+    return [[k] for k in kernels]
+
+
+def _holds(op: str, kernels: list[str]) -> str:
+    """What a table's kernel columns hold, as the page names them: "ours (`one_read`), torch's and
+    Liger's", "the three earlier kernels and the copy's own GB/s"."""
+    earlier = [k for k in kernels if k != "copy" and k not in (OURS[op], RIVALS[op][0])
+               and not k.startswith(("liger", "quack"))]
+    words = []
+    for k in kernels:
+        if k == OURS[op]:
+            words.append(f"ours (`{k}`)")
+        elif k == RIVALS[op][0]:
+            words.append("torch's")
+        elif k.startswith("liger"):
+            words.append("Liger's")
+        elif k.startswith("quack"):
+            words.append("quack's")
+        elif k == "copy":
+            words.append("the copy's own GB/s")
+        elif k == earlier[0]:
+            words.append(f"the earlier kernel `{k}`" if len(earlier) == 1 else
+                         f"the {NUMBERS.get(len(earlier), len(earlier))} earlier kernels")
+    return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else words[0]
+
+
+NUMBERS = {2: "two", 3: "three", 4: "four", 5: "five"}
+
+
 def _table(d: dict, op: str, dtype: str) -> str:
+    """The numbers of a chart: % of copy per cell and kernel, both methods, in tables that fit the
+    text column (TEXT_CHARS), each with its caption."""
     cells = _cells(d, op)
     methods = list(dict.fromkeys(m for (_, m, _) in cells))
     labels = list(dict.fromkeys(l for (dt, _, l) in cells if dt == dtype))
-    kernels = [k for k in _shown(op) if any(k in ks for (dt, _, _), ks in cells.items() if dt == dtype)]
 
     def first(label):
         ref = next(cells[dtype, m, label] for m in methods if (dtype, m, label) in cells)
         return next(iter(ref.values()))
 
     bn = op == "batchnorm"
-    if bn:  # grouped as the chart's panels: by pass, then layout
+    if bn:  # a set of rows per pass, as the chart's panels, NCHW first
         labels.sort(key=lambda l: (PASSES.index(first(l)["pass"]), list(LAYOUT).index(first(l)["layout"])))
-    head = ("| pass | layout | shape | MB | " if bn else "| shape | MB | ")
-    lines = [caption(f"% of `x.clone()`'s bandwidth per cell and kernel, {op}, {dtype}; each cell "
-                     + " / ".join(methods) + "; the copy's own GB/s in its column", d,
-                     "bench.METHODS, each cell's kernels interleaved by round"),
-             head + " | ".join(f"`{k}`" if k != "copy" else "`copy`, GB/s" for k in kernels) + " |",
-             ("|---|---|---|---:|" if bn else "|---|---:|") + "---:|" * len(kernels)]
-    for label in labels:
-        any_row = first(label)
-        vals = []
-        for k in kernels:
-            got = [cells.get((dtype, m, label), {}).get(k) for m in methods]
-            key = "gbps" if k == "copy" else "pct_copy"
-            vals.append(" / ".join(f"{r[key]:.0f}" if r else "—" for r in got))
-        where = (f"{PASS_TITLE[any_row['pass']].replace(' alone', '')} | {LAYOUT[any_row['layout']]} | "
-                 if bn else "")
-        lines.append(f"| {where}{_shape(any_row['shape'])} | {nbytes(any_row) / 2**20:.0f} | " + " | ".join(vals) + " |")
-    return "\n".join(lines) + "\n"
+        groups = [(p, [l for l in labels if first(l)["pass"] == p]) for p in PASSES]
+    else:
+        groups = [(None, labels)]
+    each = "each cell " + " / ".join(methods)
+    out = []
+    for pass_, rows in groups:
+        if not rows:
+            continue
+        # a column: (header, alignment, cells)
+        kernels = []
+        for k in _shown(op):
+            got = [[cells.get((dtype, m, l), {}).get(k) for m in methods] for l in rows]
+            if any(any(g) for g in got):
+                key = "gbps" if k == "copy" else "pct_copy"
+                kernels.append((f"`{k}`" if k != "copy" else "`copy`, GB/s", "---:",
+                                [" / ".join(f"{r[key]:.0f}" if r else "—" for r in g) for g in got]))
+
+        def keys(i, n, rows=rows):
+            return ([("#", "--:", [str(j) for j in range(1, len(rows) + 1)])] if n > 1 else []) \
+                + ([("layout", "---", [LAYOUT[first(l)["layout"]] for l in rows])] if bn else []) \
+                + [("shape", "---", [_shape(first(l)["shape"]) for l in rows])] \
+                + ([("MB", "---:", [f"{nbytes(first(l)) / 2**20:.0f}" for l in rows])] if i == 0 else [])
+
+        parts = _cut(keys, kernels)
+        names = [[head.split("`")[1] for head, _, _ in part] for part in parts]
+        where = f"{op}, {dtype}" + (f", {PASS_TITLE[pass_]}" if pass_ else "")
+        for i, part in enumerate(parts):
+            timed = [k for k in names[i] if k != "copy"]
+            what = (where + (", the same rows by number" if i else "") + ": "
+                    + (f"% of `x.clone()`'s bandwidth per cell for {_holds(op, timed)}, {each}" if timed else
+                       f"the copy's GB/s per cell, {each}")
+                    + ("; the copy's own GB/s in its column" if timed and "copy" in names[i] else ""))
+            if i == 0 and len(parts) > 1:
+                what += (f"; the table after it gives {_holds(op, names[1])}"
+                         f"{' and more' if len(parts) > 2 else ''} for the same rows, by number")
+            columns = keys(i, len(parts)) + part
+            lines = [caption(what, d, "bench.METHODS, each cell's kernels interleaved by round"),
+                     "| " + " | ".join(head for head, _, _ in columns) + " |",
+                     "|" + "|".join(align for _, align, _ in columns) + "|"]
+            lines += ["| " + " | ".join(row) + " |" for row in zip(*(c for _, _, c in columns))]
+            out.append("\n".join(lines) + "\n")
+    return "\n".join(out)
 
 
 def _positions(d: dict, op: str, dtype: str, pass_: str | None = None):
@@ -290,8 +380,8 @@ def bandwidth(d: dict | None, op: str, dtype: str) -> str:
     name = f"siblings-{op}-{dtype}".replace("_", "-")
     title = f"{op.replace('_', '-')} {dtype}: % of the copy's bandwidth per shape, {d['device']}"
     data = _data(_table(d, op, dtype))
-    # the data table: kernel names whole, shapes on one line, cells padded less than the theme's so
-    # that more of the table shows before it scrolls
+    # the data tables: kernel names whole, shapes on one line, cells padded less than the theme's (the
+    # PAD_CHARS of a column's width), so that each table fits the text column
     compact = "padding: .6em .8em; min-width: 0"
     data = re.sub(r'<(t[hd])( style="([^"]*)")?>', lambda m: f'<{m.group(1)} style="{m.group(3) or ""}{compact}">',
                   data)

@@ -15,6 +15,11 @@ HELD_FORWARD_VALUES) and about as many channels as SMs takes one block per chann
 launch a direction, the channel held in registers so that x (and dy) is read once:
 `bn_forward_held` and `bn_backward_held` (`one_block_per_channel`, `held_shape`).
 
+Columns input from RESIDENT_FROM_BYTES on takes one cooperative launch a direction instead:
+`bn_forward_cl_resident` and `bn_backward_cl_resident`, a grid that stays resident (`resident_plan`)
+so that a tile's blocks can wait for each other at a barrier between the passes. Given the same
+plan, their outputs are the split launches' bits.
+
     batch_norm_train_forward_split(x, weight, bias, running_mean, running_var, momentum, eps)
         -> (y, save_mean, save_invstd)
     batch_norm_train_backward_split(dy, x, weight, save_mean, save_invstd) -> (dx, dweight, dbias)
@@ -42,7 +47,7 @@ from ..device import runtime
 from ..device.kernel_types import KernelTemplate, float_
 from . import registry
 from .batchnorm import check_train_inputs
-from .launch import STORAGE, cuda_source, launch
+from .launch import STORAGE, cuda_source, launch, launch_cooperative
 
 PARTIAL_THREADS = 256      # threads of an NCHW statistics block: 8 warps merged by block_merge
 COLUMN_THREADS = 256       # threads of a columns block, (TX, 256 / TX) (cuda: COLUMN_THREADS)
@@ -71,6 +76,17 @@ WAVES = 1                  # aim at this many full waves of resident blocks
 # (scripts/gpu/bn_probe.py) with the lowest geometric mean of forward times over the grid;
 # tests/test_batchnorm_split_cpu.py holds them to results/bn_plans.json
 THREADS_PER_SM = 2048      # resident threads per SM (H100, and every GPU since Volta)
+# Channels-last input takes one launch a direction (bn_forward_cl_resident, bn_backward_cl_resident):
+# a grid that stays resident, so that a tile's blocks can wait for each other. The device's own count
+# of resident blocks (cuOccupancyMaxActiveBlocksPerMultiprocessor) sizes the grid; without a device,
+# RESIDENT_BLOCKS stands for it. False: the split's three launches.
+# From how many bytes of x, per direction and element size, one launch is taken. Read off
+# results/bn_resident.json (scripts/gpu/bn_probe.py): below, the split's larger S spreads the first
+# pass over more blocks than stay resident (16-bit backward: two blocks an SM at its 110 registers);
+# float32's backward was the faster in one launch on every shape.
+RESIDENT = True
+RESIDENT_BLOCKS = 4
+RESIDENT_FROM_BYTES = {"forward": {4: 16 << 20, 2: 16 << 20}, "backward": {4: 0, 2: 8 << 20}}
 
 
 @dataclass(frozen=True)
@@ -197,6 +213,27 @@ def columns_plan(R: int, C: int, itemsize: int, aligned: bool, sms: int = 132) -
 
 
 @lru_cache(maxsize=1024)
+def resident_plan(R: int, C: int, itemsize: int, aligned: bool, capacity: int) -> Plan | None:
+    """columns_plan's tiles for the resident kernels: S blocks a tile, all `capacity` resident blocks
+    shared among the tiles (floor: the grid must fit), a slice at least a chunk a row-thread and
+    STATE_SHARE times its states' bytes, at most MAX_SLICES; None where the tiles alone do not fit."""
+    assert R > 0 and C > 0
+    V = 16 // itemsize
+    vec = V if aligned and C % V == 0 else 1
+    TX = min(COLUMN_TX, 1 << (_cdiv(C, vec) - 1).bit_length())
+    TY = COLUMN_THREADS // TX
+    tiles = _cdiv(C, TX * vec)
+    if tiles > capacity:
+        return None
+    min_rows = max(TY * CHUNK, _cdiv(STATE_SHARE * STATE_BYTES, itemsize))
+    S = max(1, min(capacity // tiles, R // min_rows, MAX_SLICES))
+    per_slice = _cdiv(R, S)
+    S = _cdiv(R, per_slice)
+    levels = _cdiv(per_slice, TY * CHUNK) + CHUNK + int(math.log2(TY)) + _merge_levels(S)
+    return Plan(True, vec, S, per_slice, (tiles, S), (TX, TY), levels, False)
+
+
+@lru_cache(maxsize=1024)
 def elementwise_plan(total: int, C: int, HW: int, columns: bool, itemsize: int, aligned: bool,
                      sms: int = 132) -> Elementwise:
     """16-byte vectors when every vector stays in one channel (NCHW, HW a multiple of the width) or
@@ -232,6 +269,8 @@ _BWD_PARTIALS = ("ptr",) * 10 + ("int64",) * 4
 _BWD_PARTIALS_CL = ("ptr",) * 10 + ("int64",) * 3
 _BWD_FINALIZE = ("ptr",) * 7 + ("int64",) * 3
 _DX = ("ptr",) * 4 + ("int64",) * 3
+_FWD_RESIDENT = ("ptr",) * 11 + ("int64",) * 3 + ("T_ACC", "T_ACC")
+_BWD_RESIDENT = ("ptr",) * 10 + ("int64",) * 3
 _FWD_HELD = ("ptr",) * 8 + ("int64",) * 3 + ("T_ACC", "T_ACC")
 _BWD_HELD = ("ptr",) * 8 + ("int64",) * 3
 
@@ -242,7 +281,7 @@ def _instantiations() -> list:
         vecs = (1, 16 // T.itemsize)
         # parameters in x's type, or float32 with 16-bit x (torch's mixed case), as batchnorm.py
         for P in dict.fromkeys((T, float_)):
-            for t in (PARTIAL, PARTIAL_CL, BWD_PARTIALS, BWD_PARTIALS_CL):
+            for t in (PARTIAL, PARTIAL_CL, BWD_PARTIALS, BWD_PARTIALS_CL, FWD_RESIDENT, BWD_RESIDENT):
                 out += [t[T, float_, P, v] for v in vecs]
             out += [FINALIZE[T, float_, P], BWD_FINALIZE[T, float_, P]]
             # the forward holds HELD_FORWARD_VALUES only in 16-byte words (held_forward_values)
@@ -263,6 +302,8 @@ BWD_PARTIALS = KernelTemplate("bn_backward_partials", _BWD_PARTIALS, SOURCE, "la
 BWD_PARTIALS_CL = KernelTemplate("bn_backward_partials_cl", _BWD_PARTIALS_CL, SOURCE, "ladder")
 BWD_FINALIZE = KernelTemplate("bn_backward_finalize", _BWD_FINALIZE, SOURCE, "ladder")
 BWD_DX = KernelTemplate("bn_backward_dx", _DX, SOURCE, "ladder")
+FWD_RESIDENT = KernelTemplate("bn_forward_cl_resident", _FWD_RESIDENT, SOURCE, "ladder")
+BWD_RESIDENT = KernelTemplate("bn_backward_cl_resident", _BWD_RESIDENT, SOURCE, "ladder")
 FWD_HELD = KernelTemplate("bn_forward_held", _FWD_HELD, SOURCE, "ladder")
 BWD_HELD = KernelTemplate("bn_backward_held", _BWD_HELD, SOURCE, "ladder")
 
@@ -273,15 +314,18 @@ BWD_HELD = KernelTemplate("bn_backward_held", _BWD_HELD, SOURCE, "ladder")
 # graph's pool if the capture makes the first call there; kept alive here); replays leave it at 0
 # too, but a replay must not overlap another replay or eager calls on the capture stream.
 _ARRIVED: dict = {}
+# The resident kernels' tile barriers, (count, generation) a tile: the same per-stream arrays, apart,
+# since a generation is left moved on where a counter is left at 0.
+_BARRIERS: dict = {}
 
 
-def _arrivals(device, n: int):
+def _arrivals(device, n: int, arrays: dict = _ARRIVED):
     """At least n counters for the launches about to go on torch's current stream."""
     key = (str(device), runtime.get().getCurrentCUDAStream())  # the stream launch() uses
-    buf = _ARRIVED.get(key)
+    buf = arrays.get(key)
     if buf is None or buf.numel() < n:
         size = max(n, 1024, 2 * buf.numel() if buf is not None else 0)
-        buf = _ARRIVED[key] = torch.zeros(size, dtype=torch.int32, device=device)
+        buf = arrays[key] = torch.zeros(size, dtype=torch.int32, device=device)
     return buf
 
 
@@ -309,6 +353,28 @@ def _statistics_plan(X, columns: bool, aligned: bool, sms: int) -> Plan:
     if columns:
         return columns_plan(N * HW, C, X.element_size(), aligned, sms)
     return nchw_plan(N, C, HW, X.element_size(), aligned, sms)
+
+
+def _resident(kernel, direction: str, R: int, C: int, itemsize: int, aligned: bool, sms: int) -> Plan | None:
+    """The resident plan for columns input, or None: RESIDENT off, x smaller than the direction's
+    RESIDENT_FROM_BYTES, or tiles too many to stay resident."""
+    if not RESIDENT or R * C * itemsize < RESIDENT_FROM_BYTES[direction][itemsize]:
+        return None
+    rt = runtime.get()
+    per_sm = rt.resident_blocks(kernel, COLUMN_THREADS) if hasattr(rt, "resident_blocks") else None
+    return resident_plan(R, C, itemsize, aligned, sms * (per_sm or RESIDENT_BLOCKS))
+
+
+def _launch_resident(kernel, plan: Plan, device, C: int, state: int, coefs: int, args_before, args_after):
+    """One cooperative launch of a resident kernel: a workspace of `coefs` per-channel coefficients
+    (the forward's, shared through global memory; 0 for the backward) then the S * C partial states
+    of `state` floats, the stream's tile barriers. Returns the workspace (alive until the launch is
+    queued)."""
+    ws = torch.empty(coefs * C + state * plan.slices * C, dtype=torch.float32, device=device)
+    bar = _arrivals(device, 2 * plan.grid[0], _BARRIERS).data_ptr()
+    part = ws.data_ptr() + 4 * coefs * C
+    launch_cooperative(kernel, plan.grid, plan.block, 0, *args_before(part, bar, ws.data_ptr()), *args_after)
+    return ws
 
 
 def _ptr(t) -> int:
@@ -346,6 +412,15 @@ def _forward(x, weight, bias, running_mean, running_var, momentum, eps):
             vec, words = held_shape(N * HW, HW, X.element_size(), aligned)
             launch(FWD_HELD[T, float_, P, vec, words], (C,), (CHANNEL_THREADS,), 0, X.data_ptr(), _ptr(weight),
                    _ptr(bias), Y.data_ptr(), *stats, *running, N, C, HW, float(momentum), float(eps))
+            return Y, save_mean, save_invstd, X
+        kernel = FWD_RESIDENT[T, float_, P, 16 // X.element_size() if aligned else 1]
+        plan = _resident(kernel, "forward", N * HW, C, X.element_size(), aligned, sms) if columns else None
+        if plan is not None:
+            kernel = FWD_RESIDENT[T, float_, P, plan.vec]
+            _launch_resident(kernel, plan, x.device, C, 3, 3,
+                             lambda part, bar, coef: (X.data_ptr(), Y.data_ptr(), part, bar, _ptr(weight),
+                                                      _ptr(bias), *stats, coef, *running),
+                             (N * HW, C, plan.per_slice, float(momentum), float(eps)))
             return Y, save_mean, save_invstd, X
         # [mean | invstd * w | b] for the elementwise pass, then the S * C partial states (n, mean, M2)
         plan, ew, ws, coef, part, arrived = _two_pass(X, (Y,), columns, C, HW, sms, coefs=3, state=3)
@@ -428,6 +503,16 @@ def batch_norm_train_backward_split(dy, x, weight, save_mean, save_invstd):
             vec, words = held_shape(N * HW, HW, X.element_size(), _aligned(X, DY, DX))
             launch(BWD_HELD[T, float_, P, vec, words], (C,), (CHANNEL_THREADS,), 0, DY.data_ptr(), X.data_ptr(),
                    *stats, _ptr(dweight), _ptr(dbias), DX.data_ptr(), N, C, HW)
+            return DX, dweight, dbias
+        aligned = _aligned(X, DY, DX)
+        kernel = BWD_RESIDENT[T, float_, P, 16 // X.element_size() if aligned else 1]
+        plan = _resident(kernel, "backward", N * HW, C, X.element_size(), aligned, sms) if columns else None
+        if plan is not None:
+            kernel = BWD_RESIDENT[T, float_, P, plan.vec]
+            _launch_resident(kernel, plan, x.device, C, 2, 0,
+                             lambda part, bar, _: (DY.data_ptr(), X.data_ptr(), DX.data_ptr(), *stats, part, bar,
+                                                   _ptr(dweight), _ptr(dbias)),
+                             (N * HW, C, plan.per_slice))
             return DX, dweight, dbias
         # [mean | mean_dy | invstd^2 * mean_dy_xmu | invstd * w] for dx, then S * C partial sums
         plan, ew, ws, coef, part, arrived = _two_pass(X, (DY, DX), columns, C, HW, sms, coefs=4, state=2)

@@ -99,6 +99,13 @@ def launch(kernel, grid, block, smem: int, *args, cluster: int = 1) -> None:
     rt.launch(kernel, grid, block, smem, rt.getCurrentCUDAStream(), *args)
 
 
+def launch_cooperative(kernel, grid, block, smem: int, *args) -> None:
+    """A cooperative launch on torch's current stream: every block resident at once, so that blocks
+    may wait for each other (the caller sizes the grid with the runtime's resident_blocks)."""
+    rt = runtime.get()
+    rt.launch_cooperative(kernel, grid, block, smem, rt.getCurrentCUDAStream(), *args)
+
+
 # --8<-- [start:regs_plan]
 # The one-read kernels (softmax_online_*, cross_entropy_*) and how a row of N is laid out over them.
 # A row is walked as the 16-byte words that hold it (`span` positions: N, or N + vec - 1 where rows

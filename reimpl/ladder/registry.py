@@ -149,9 +149,10 @@ ENTRIES = (
           _SIBLINGS_TEST + '"batchnorm and kernel"'),
     Entry("bn_split", "batchnorm",
           "split each channel's reduction over many blocks, merge their Welford states with Chan's formula; "
-          "channels_last read as columns; the backward split the same way",
+          "channels_last read as columns, large ones in one cooperative launch; the backward split the same way",
           "Chan, Golub and LeVeque (1979) for the merge; the split reduction after apex's SyncBatchNorm and "
-          "torch's batch_norm_collect_statistics_channels_last_kernel",
+          "torch's batch_norm_collect_statistics_channels_last_kernel; the tile barrier after CUTLASS's generic "
+          "barrier",
           "reimpl/ladder/cuda/batchnorm_split.cu", "reimpl.ladder.batchnorm_split:batch_norm_train_forward_split",
           "batchnorm", _SIBLINGS_TEST + '"batchnorm and split"'),
 )

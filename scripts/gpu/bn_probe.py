@@ -27,8 +27,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from siblings_bench import DTYPES, batchnorm_cells  # noqa: E402
 
 DEFAULTS = {k: getattr(split, k) for k in ("COLUMN_TX", "MIN_VALUES", "WAVES", "LAST_BLOCK_STATES",
-                                            "ONE_BLOCK_VALUES", "MAX_SLICES")}
+                                            "ONE_BLOCK_VALUES", "MAX_SLICES", "RESIDENT",
+                                            "RESIDENT_FROM_BYTES")}
 SETTINGS = {"default": {},
+            # channels-last input through the split's three launches instead of one resident launch
+            "split_columns": {"RESIDENT": False},
+            # and through the resident launch whatever its size
+            "resident_always": {"RESIDENT_FROM_BYTES": {"forward": {4: 0, 2: 0}, "backward": {4: 0, 2: 0}}},
             # the constants before this probe: blocks of 4096 values, two waves, 2048 slices, tiles of
             # up to 16384 states merged by their last block
             "earlier": {"MIN_VALUES": 4096, "WAVES": 2, "MAX_SLICES": 2048, "LAST_BLOCK_STATES": 16384}, "tx4": {"COLUMN_TX": 4}, "tx2": {"COLUMN_TX": 2}, "min1024": {"MIN_VALUES": 1024},
@@ -48,7 +53,7 @@ SETTINGS = {"default": {},
 def use(setting):
     for k, v in {**DEFAULTS, **setting}.items():
         setattr(split, k, v)
-    for f in (split.nchw_plan, split.columns_plan, split.elementwise_plan):
+    for f in (split.nchw_plan, split.columns_plan, split.resident_plan, split.elementwise_plan):
         f.cache_clear()
 
 

@@ -360,3 +360,35 @@ def test_batchnorm_split_concurrent_streams():
                 assert bit_mismatches(a, t) == 0
     for shape, layout in PATHS:
         _assert_split_within_bounds(se.measure_batchnorm_split("float16", "float16", "normal", shape, layout))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=_id)
+@pytest.mark.parametrize("shape", [(32, 64, 56, 56), (8, 200, 9, 9), (6304, 768), (32, 2048, 7, 7), (5, 3, 7, 7),
+                                   (3, 36, 5, 5), (2, 40000)], ids=str)
+def test_batchnorm_resident_same_bits_as_the_split_launches(shape, dtype, monkeypatch):
+    """Columns input (channels-last, or 2-D; here of any size) takes one resident launch a direction;
+    given the same plans, the split's three launches give the same bits: y, the saved and running
+    statistics, dx, dweight and dbias (the merge order and every formula are shared). Tiles too many
+    to stay resident (2 x 40000: 1250 tiles in float32) fall back to the split launches."""
+    from reimpl.ladder import batchnorm_split as bs
+    layout = "channels_last" if len(shape) == 4 else "nchw"
+    x, dy, w, b = _split_inputs(shape, layout, dtype)
+    C = shape[1]
+    plans = []
+    real = bs.resident_plan
+
+    def spy(*args):
+        plans.append(real(*args))
+        return plans[-1]
+    monkeypatch.setattr(bs, "resident_plan", spy)
+    monkeypatch.setattr(bs, "RESIDENT_FROM_BYTES", {"forward": {4: 0, 2: 0}, "backward": {4: 0, 2: 0}})
+    fresh = lambda: (torch.zeros(C, device="cuda"), torch.ones(C, device="cuda"))  # noqa: E731
+    resident = _split_step(x, dy, w, b, *fresh())
+    assert len(plans) == 2  # forward's, backward's (their kernels may keep different blocks resident)
+    monkeypatch.setattr(bs, "RESIDENT", False)
+    given, real_columns = iter(plans), bs.columns_plan
+    monkeypatch.setattr(bs, "columns_plan", lambda *args: next(given) or real_columns(*args))
+    split = _split_step(x, dy, w, b, *fresh())
+    assert next(given, "all used") == "all used"
+    for a, t in zip(resident, split):
+        assert bit_mismatches(a, t) == 0

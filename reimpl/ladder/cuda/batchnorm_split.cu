@@ -11,7 +11,9 @@
 // batch_norm_collect_statistics_channels_last_kernel; the last-block merge after CUDA's
 // threadFenceReduction sample. The backward is split the same way. For channels short enough that
 // one block each is faster and numerous enough to fill the GPU, the launcher runs bn_forward_held
-// and bn_backward_held (below) instead: a block per channel, the channel held in its registers. The code is ours, written to teach,
+// and bn_backward_held (below) instead: a block per channel, the channel held in its registers.
+// Large channels-last input takes bn_forward_cl_resident and bn_backward_cl_resident: the same
+// passes in one cooperative launch whose blocks wait for each other. The code is ours, written to teach,
 // and not bit-identical to torch (its error bounds are stated in reimpl/ladder/accuracy.py).
 //
 // Contract (the launchers in reimpl/ladder/batchnorm_split.py, which choose S, the tiles and the
@@ -195,15 +197,31 @@ __device__ __forceinline__ State butterfly(State s, unsigned lane, Merge merge) 
   return s;
 }
 
+// The loads go out MERGE_BATCH at a time before any merge: the chain of S / 32 merges then waits on
+// memory once a batch, not once a state (the order, and so the bits, unchanged).
+constexpr unsigned MERGE_BATCH = 8;
+
 template <typename State, typename Merge>
 __device__ __forceinline__ State merge_slices(const State* part, unsigned S, unsigned lane, State s, Merge merge) {
-  for (unsigned k = lane; k < S; k += 32) s = merge(s, load_cg(part + k));
+  for (unsigned k0 = lane; k0 < S; k0 += 32 * MERGE_BATCH) {
+    State v[MERGE_BATCH];
+#pragma unroll
+    for (unsigned b = 0; b < MERGE_BATCH; ++b) v[b] = k0 + 32 * b < S ? load_cg(part + k0 + 32 * b) : s;
+#pragma unroll
+    for (unsigned b = 0; b < MERGE_BATCH; ++b)
+      if (k0 + 32 * b < S) s = merge(s, v[b]);
+  }
   return butterfly(s, lane, merge);
 }
 
 // What the forward writes for channel c from its state: what bn_train_forward's thread 0 writes
 // (the same formulas), and the elementwise pass's coefficients coef = [mean | invstd * w | b], so
 // that y = (x - mean) * (invstd * w) + b as in bn_train_forward.
+template <unsigned N>
+struct Coefs {
+  float v[N];
+};
+
 template <typename P>
 struct StatsOut {
   const P *W, *B;
@@ -211,13 +229,18 @@ struct StatsOut {
   P *running_mean, *running_var;
   float momentum, eps;
 
-  __device__ __forceinline__ void write(Welford s, int64_t c, int64_t C, int64_t count) const {
+  static constexpr unsigned COEFS = 3;
+  // channel c's coefficients; `store`: and its statistics (save_*, running_*)
+  __device__ __forceinline__ Coefs<3> finish(Welford s, int64_t c, int64_t count, bool store) const {
     const float invstd = bn_invstd(s, count, eps);
-    bn_store_stats(s, invstd, c, count, momentum, save_mean, save_invstd, running_mean, running_var);
+    if (store) bn_store_stats(s, invstd, c, count, momentum, save_mean, save_invstd, running_mean, running_var);
     const float w = W != nullptr ? to_f(W[c]) : 1.f, b = B != nullptr ? to_f(B[c]) : 0.f;
-    coef[c] = s.mean;
-    coef[C + c] = invstd * w;
-    coef[2 * C + c] = b;
+    return {{s.mean, invstd * w, b}};
+  }
+  __device__ __forceinline__ void write(Welford s, int64_t c, int64_t C, int64_t count) const {
+    const Coefs<3> k = finish(s, c, count, true);
+#pragma unroll
+    for (unsigned i = 0; i < 3; ++i) coef[i * C + c] = k.v[i];
   }
 };
 
@@ -241,15 +264,19 @@ struct GradOut {
   P *dweight, *dbias;
   float* coef;
 
-  __device__ __forceinline__ void write(Sums t, int64_t c, int64_t C, int64_t count) const {
+  static constexpr unsigned COEFS = 4;
+  // channel c's coefficients; `store`: and dweight, dbias
+  __device__ __forceinline__ Coefs<4> finish(Sums t, int64_t c, int64_t count, bool store) const {
     const float invstd = save_invstd[c], w = W != nullptr ? to_f(W[c]) : 1.f;
-    if (dweight != nullptr) dweight[c] = from_f<P>(t.dyx * invstd);
-    if (dbias != nullptr) dbias[c] = from_f<P>(t.dy);
+    if (store && dweight != nullptr) dweight[c] = from_f<P>(t.dyx * invstd);
+    if (store && dbias != nullptr) dbias[c] = from_f<P>(t.dy);
     const DxCoef k = dx_coef(t, invstd, w, count);
-    coef[c] = save_mean[c];
-    coef[C + c] = k.mean_dy;
-    coef[2 * C + c] = k.proj;
-    coef[3 * C + c] = k.scale;
+    return {{save_mean[c], k.mean_dy, k.proj, k.scale}};
+  }
+  __device__ __forceinline__ void write(Sums t, int64_t c, int64_t C, int64_t count) const {
+    const Coefs<4> k = finish(t, c, count, true);
+#pragma unroll
+    for (unsigned i = 0; i < 4; ++i) coef[i * C + c] = k.v[i];
   }
 };
 
@@ -337,11 +364,9 @@ __global__ void bn_partial_stats(const T* X, Welford* part, int* arrived, const 
 // and coalesce. It keeps one Welford state per column, folding CHUNK rows at a time; then the
 // TY row-threads of each column merge in shared memory, in a fixed tree. The tile's last block to
 // arrive merges each of its columns' S states (finish_tile) and writes the statistics.
-template <typename T, typename T_ACC, typename P, unsigned VEC>
-__global__ void bn_partial_stats_cl(const T* X, Welford* part, int* arrived, const P* W, const P* B, float* save_mean,
-                                    float* save_invstd, float* coef, P* running_mean, P* running_var, int64_t R,
-                                    int64_t C, int64_t per_slice, T_ACC momentum, T_ACC eps) {
-  __shared__ Welford smem[COLUMN_THREADS * VEC];
+template <typename T, unsigned VEC>
+__device__ __forceinline__ void columns_stats(const T* X, Welford* part, int64_t R, int64_t C, int64_t per_slice,
+                                              Welford* smem) {
   const int64_t c0 = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * VEC;
   const int64_t start = (int64_t)blockIdx.y * per_slice, end = min64(start + per_slice, R);
   Welford s[VEC];
@@ -371,6 +396,14 @@ __global__ void bn_partial_stats_cl(const T* X, Welford* part, int* arrived, con
 #pragma unroll
     for (unsigned j = 0; j < VEC; ++j) part[(c0 + j) * gridDim.y + blockIdx.y] = smem[threadIdx.x * VEC + j];
   }
+}
+
+template <typename T, typename T_ACC, typename P, unsigned VEC>
+__global__ void bn_partial_stats_cl(const T* X, Welford* part, int* arrived, const P* W, const P* B, float* save_mean,
+                                    float* save_invstd, float* coef, P* running_mean, P* running_var, int64_t R,
+                                    int64_t C, int64_t per_slice, T_ACC momentum, T_ACC eps) {
+  __shared__ Welford smem[COLUMN_THREADS * VEC];
+  columns_stats<T, VEC>(X, part, R, C, per_slice, smem);
   if (arrived == nullptr || !last_to_arrive(arrived + blockIdx.x, gridDim.y)) return;  // nullptr: a finalize follows
   finish_tile<VEC>(part, Welford{0.f, 0.f, 0.f}, WelfordMerge(),
                    StatsOut<P>{W, B, save_mean, save_invstd, coef, running_mean, running_var, momentum, eps}, C, R);
@@ -476,11 +509,9 @@ __global__ void bn_backward_partials(const T* DY, const T* X, const float* mean,
 
 // --8<-- [start:bn_backward_partials_cl]
 // The same for columns input, tiled as bn_partial_stats_cl, finished as it is.
-template <typename T, typename T_ACC, typename P, unsigned VEC>
-__global__ void bn_backward_partials_cl(const T* DY, const T* X, const float* mean, const float* save_invstd,
-                                        const P* W, Sums* part, int* arrived, P* dweight, P* dbias, float* coef,
-                                        int64_t R, int64_t C, int64_t per_slice) {
-  __shared__ Sums smem[COLUMN_THREADS * VEC];
+template <typename T, unsigned VEC>
+__device__ __forceinline__ void columns_sums(const T* DY, const T* X, const float* mean, Sums* part, int64_t R,
+                                             int64_t C, int64_t per_slice, Sums* smem) {
   const int64_t c0 = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * VEC;
   const int64_t start = (int64_t)blockIdx.y * per_slice, end = min64(start + per_slice, R);
   Sums t[VEC];
@@ -517,6 +548,14 @@ __global__ void bn_backward_partials_cl(const T* DY, const T* X, const float* me
 #pragma unroll
     for (unsigned j = 0; j < VEC; ++j) part[(c0 + j) * gridDim.y + blockIdx.y] = smem[threadIdx.x * VEC + j];
   }
+}
+
+template <typename T, typename T_ACC, typename P, unsigned VEC>
+__global__ void bn_backward_partials_cl(const T* DY, const T* X, const float* mean, const float* save_invstd,
+                                        const P* W, Sums* part, int* arrived, P* dweight, P* dbias, float* coef,
+                                        int64_t R, int64_t C, int64_t per_slice) {
+  __shared__ Sums smem[COLUMN_THREADS * VEC];
+  columns_sums<T, VEC>(DY, X, mean, part, R, C, per_slice, smem);
   if (arrived == nullptr || !last_to_arrive(arrived + blockIdx.x, gridDim.y)) return;  // nullptr: a finalize follows
   finish_tile<VEC>(part, Sums{0.f, 0.f}, SumsAdd(), GradOut<P>{mean, save_invstd, W, dweight, dbias, coef}, C, R);
 }
@@ -562,6 +601,188 @@ __global__ void bn_backward_dx(const T* DY, const T* X, T* DX, const float* coef
   });
 }
 // --8<-- [end:bn_backward_dx]
+
+// --8<-- [start:tile_barrier]
+// The resident kernels (below) put all S blocks of a column tile on the GPU at once (a cooperative
+// launch: the launcher sizes the grid to what stays resident) and let them wait for each other once.
+// A barrier on two ints per tile, an arrival count and a generation, in the pattern of CUTLASS's
+// generic barrier: the block's threads finish their writes (bar.sync), then its thread 0 reads the
+// generation and arrives with a release; the last to arrive puts the count back to 0 and moves the
+// generation on with a release, and the others spin on the generation with acquire loads. No
+// __threadfence: release and acquire carry the block's writes (its partial states) to the block
+// that reads them. Both ints are left ready for the next launch on the stream (the count at 0; the
+// generation is only compared), so a CUDA graph replays it too.
+__device__ __forceinline__ int load_acquire(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void tile_barrier(int* bar, unsigned S) {
+  __syncthreads();
+  if (threadIdx.x == 0 && threadIdx.y == 0) {
+    const int generation = load_acquire(bar + 1);
+    int before;
+    asm volatile("atom.add.acq_rel.gpu.global.s32 %0, [%1], 1;" : "=r"(before) : "l"(bar) : "memory");
+    if (before == (int)S - 1) {
+      asm volatile("st.relaxed.gpu.global.s32 [%0], 0;" ::"l"(bar) : "memory");
+      asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(bar + 1) : "memory");
+    } else {
+      while (load_acquire(bar + 1) == generation) {
+      }
+    }
+  }
+  __syncthreads();
+}
+// --8<-- [end:tile_barrier]
+
+// The forward's merge, spread over the tile's S blocks: a warp per column, in merge_slices's order
+// (the bits of bn_finalize_stats), the coefficients to global memory for a second barrier to share.
+// Merging Welford states takes a division a merge: every block merging all S states of its tile
+// itself, S in the hundreds, cost more than the second barrier (results/bn_resident.json).
+template <unsigned VEC, typename State, typename Merge, typename Out>
+__device__ __forceinline__ void merge_tile_spread(const State* part, State zero, Merge merge, const Out& out,
+                                                  int64_t C, int64_t count) {
+  const unsigned tid = threadIdx.y * blockDim.x + threadIdx.x, lane = tid & 31, warps = blockDim.x * blockDim.y / 32;
+  const unsigned S = gridDim.y;
+  const int64_t first = (int64_t)blockIdx.x * blockDim.x * VEC, end = min64(first + blockDim.x * VEC, C);
+  for (int64_t c = first + (int64_t)blockIdx.y * warps + tid / 32; c < end; c += (int64_t)S * warps) {
+    const State s = merge_slices(part + c * S, S, lane, zero, merge);
+    if (lane == 0) out.write(s, c, C, count);
+  }
+}
+
+// The backward's: every block of the tile merges the tile's columns itself (finish_tile's order, so
+// the same bits in every block; a merge of sums is one addition) and keeps their coefficients in
+// shared memory, and no second barrier is needed; the tile's first block also stores dweight, dbias.
+template <typename Out>
+struct InShared {
+  Out out;
+  float* shared;  // COEFS x width floats
+  int64_t first;
+  unsigned width;
+  template <typename State>
+  __device__ __forceinline__ void write(State s, int64_t c, int64_t C, int64_t count) const {
+    const auto k = out.finish(s, c, count, blockIdx.y == 0);
+#pragma unroll
+    for (unsigned i = 0; i < Out::COEFS; ++i) shared[i * width + (c - first)] = k.v[i];
+  }
+};
+
+// Thread (tx, ty)'s rows of its block's slice, ty, ty + TY, ..., ROWS at a time and from the last:
+// the rows this block read last in the first pass are the likeliest still to be in L2. Rows of
+// 16-byte words of 16-bit values take 2 at a time (8 floats a word): more would spill.
+template <unsigned VEC>
+struct ResidentRows {
+  static constexpr unsigned value = VEC >= 8 ? 2 : CHUNK;
+};
+
+template <unsigned ROWS, typename F>
+__device__ __forceinline__ void slice_rows_backwards(int64_t R, int64_t per_slice, F f) {
+  const int64_t start = (int64_t)blockIdx.y * per_slice, end = min64(start + per_slice, R);
+  const int64_t first = start + threadIdx.y, step = blockDim.y;
+  if (first >= end) return;
+  for (int64_t r = first + (end - 1 - first) / step * step; r >= first; r -= ROWS * step) f(r, first, step);
+}
+
+// A thread's VEC per-channel coefficients, written by other blocks of the launch: read from L2
+template <unsigned VEC>
+__device__ __forceinline__ void load_coef(float (&out)[VEC], const float* p, int64_t c0, int64_t C) {
+#pragma unroll
+  for (unsigned j = 0; j < VEC; ++j) out[j] = c0 + j < C ? __ldcg(p + c0 + j) : 0.f;
+}
+
+// The tile's merge into shared memory, then thread (tx, ty)'s VEC columns' coefficients from there.
+template <unsigned VEC, typename State, typename Merge, typename Out>
+__device__ __forceinline__ void resident_coefs(const State* part, State zero, Merge merge, const Out& out, int64_t C,
+                                               int64_t R, float* shared, float (&k)[Out::COEFS][VEC]) {
+  const unsigned width = blockDim.x * VEC;
+  const int64_t first = (int64_t)blockIdx.x * width;
+  finish_tile<VEC>(part, zero, merge, InShared<Out>{out, shared, first, width}, C, R);
+  __syncthreads();
+#pragma unroll
+  for (unsigned i = 0; i < Out::COEFS; ++i)
+#pragma unroll
+    for (unsigned j = 0; j < VEC; ++j) k[i][j] = shared[i * width + threadIdx.x * VEC + j];
+}
+
+// --8<-- [start:bn_forward_cl_resident]
+// Channels-last training forward in one launch: bn_partial_stats_cl's pass, a barrier over the
+// tile, bn_finalize_stats's merge spread over the tile's blocks, a second barrier, then each block
+// writes y for the rows it read, from the last (bn_apply's arithmetic). The same bits as the three
+// launches with the same plan; two launches fewer, and a second read of x that L2 partly serves.
+template <typename T, typename T_ACC, typename P, unsigned VEC>
+__global__ void __launch_bounds__(COLUMN_THREADS)
+    bn_forward_cl_resident(const T* X, T* Y, Welford* part, int* bar, const P* W, const P* B, float* save_mean,
+                           float* save_invstd, float* coef, P* running_mean, P* running_var, int64_t R, int64_t C,
+                           int64_t per_slice, T_ACC momentum, T_ACC eps) {
+  __shared__ Welford smem[COLUMN_THREADS * VEC];
+  columns_stats<T, VEC>(X, part, R, C, per_slice, smem);
+  tile_barrier(bar + 2 * blockIdx.x, gridDim.y);
+  merge_tile_spread<VEC>(part, Welford{0.f, 0.f, 0.f}, WelfordMerge(),
+                         StatsOut<P>{W, B, save_mean, save_invstd, coef, running_mean, running_var, momentum, eps}, C,
+                         R);
+  tile_barrier(bar + 2 * blockIdx.x, gridDim.y);
+  const int64_t c0 = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * VEC;
+  if (c0 >= C) return;
+  float k[3][VEC];
+#pragma unroll
+  for (unsigned i = 0; i < 3; ++i) load_coef<VEC>(k[i], coef + i * C, c0, C);
+  constexpr unsigned ROWS = ResidentRows<VEC>::value;
+  slice_rows_backwards<ROWS>(R, per_slice, [&](int64_t r, int64_t first, int64_t step) {
+    float v[ROWS][VEC];
+#pragma unroll
+    for (unsigned u = 0; u < ROWS; ++u)
+      if (r - (int64_t)u * step >= first) load_vec<VEC>(v[u], X + (r - (int64_t)u * step) * C + c0);
+#pragma unroll
+    for (unsigned u = 0; u < ROWS; ++u) {
+      if (r - (int64_t)u * step >= first) {
+#pragma unroll
+        for (unsigned j = 0; j < VEC; ++j) v[u][j] = (v[u][j] - k[0][j]) * k[1][j] + k[2][j];
+        store_vec<VEC>(Y + (r - (int64_t)u * step) * C + c0, v[u]);
+      }
+    }
+  });
+}
+// --8<-- [end:bn_forward_cl_resident]
+
+// --8<-- [start:bn_backward_cl_resident]
+// The backward: bn_backward_partials_cl's sums, one barrier, the tile's merge in every block
+// (bn_backward_finalize's bits), then dx for the block's own rows (bn_backward_dx's arithmetic),
+// from the last.
+template <typename T, typename T_ACC, typename P, unsigned VEC>
+__global__ void __launch_bounds__(COLUMN_THREADS)
+    bn_backward_cl_resident(const T* DY, const T* X, T* DX, const float* mean, const float* save_invstd, const P* W,
+                            Sums* part, int* bar, P* dweight, P* dbias, int64_t R, int64_t C, int64_t per_slice) {
+  __shared__ Sums smem[COLUMN_THREADS * VEC];
+  columns_sums<T, VEC>(DY, X, mean, part, R, C, per_slice, smem);
+  tile_barrier(bar + 2 * blockIdx.x, gridDim.y);
+  float k[4][VEC];
+  resident_coefs<VEC>(part, Sums{0.f, 0.f}, SumsAdd(), GradOut<P>{mean, save_invstd, W, dweight, dbias, nullptr}, C,
+                      R, reinterpret_cast<float*>(smem), k);
+  const int64_t c0 = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * VEC;
+  if (c0 >= C) return;
+  constexpr unsigned ROWS = ResidentRows<VEC>::value;
+  slice_rows_backwards<ROWS>(R, per_slice, [&](int64_t r, int64_t first, int64_t step) {
+    float dy[ROWS][VEC], x[ROWS][VEC];
+#pragma unroll
+    for (unsigned u = 0; u < ROWS; ++u) {
+      if (r - (int64_t)u * step >= first) {
+        load_vec<VEC>(dy[u], DY + (r - (int64_t)u * step) * C + c0);
+        load_vec<VEC>(x[u], X + (r - (int64_t)u * step) * C + c0);
+      }
+    }
+#pragma unroll
+    for (unsigned u = 0; u < ROWS; ++u) {
+      if (r - (int64_t)u * step >= first) {
+#pragma unroll
+        for (unsigned j = 0; j < VEC; ++j) dy[u][j] = (dy[u][j] - k[1][j] - (x[u][j] - k[0][j]) * k[2][j]) * k[3][j];
+        store_vec<VEC>(DX + (r - (int64_t)u * step) * C + c0, dy[u]);
+      }
+    }
+  });
+}
+// --8<-- [end:bn_backward_cl_resident]
 
 // --8<-- [start:bn_forward_held]
 // One block per channel again, with the channel held in registers between the reduction and the
