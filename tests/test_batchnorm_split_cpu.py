@@ -534,3 +534,32 @@ def test_the_size_rule_against_the_committed_probe():
     # and the rule is not one-sided: both routes are taken somewhere, each direction
     for w in ("forward", "backward"):
         assert {bn_routes.chosen(dt, sh, w) for dt, sh in cells} == set(bn_routes.ROUTES)
+
+
+def test_route_tables_and_reads_render_the_committed_data():
+    """{% bn_routes DTYPE %}: a row per channels-last cell of that dtype, both routes' times, the taken
+    one in bold; {% bn_resident_reads %}: per profiled resident forward, DRAM MB read against x's MB
+    and the share of the second read that the L2 served, computed here from the JSON's fields."""
+    import json
+    from reimpl.docsite import bn_routes
+    d = bn_routes.load()
+    for dtype in ("fp32", "bf16", "fp16"):
+        table = bn_routes.routes(d, dtype)
+        rows = [l for l in table.splitlines() if l.startswith("| ") and "x (MB)" not in l]
+        cells = {sh: c for (dt, sh), c in bn_routes.cells(d).items() if dt == dtype}
+        assert len(rows) == len(cells) == 10
+        for line, (shape, c) in zip(rows, cells.items()):
+            assert line.startswith("| " + " x ".join(map(str, shape)) + " |")
+            for w in ("forward", "backward"):
+                take = bn_routes.chosen(dtype, shape, w)
+                assert f"**{c[take][w]:.1f}**" in line
+    ncu = json.loads((bn_routes.RESULTS / "ncu_siblings.json").read_text())
+    text = bn_routes.resident_reads(ncu)
+    cases = [c for c in ncu["cases"] if c["launched"] == bn_routes.RESIDENT_KERNEL]
+    assert cases and text.count("\n- ") + 1 == len(cases)
+    for c in cases:
+        x_mb = math.prod(c["shape"]) * bn_routes.ITEMSIZE[c["dtype"]] / 1e6
+        assert x_mb < c["dram_read_mb"] < 2 * x_mb  # one full read, and part of the second
+        assert f"{c['dram_read_mb']:.0f} MB read from DRAM for {x_mb:.0f} MB of x" in text
+        assert f"served {100 * (2 * x_mb - c['dram_read_mb']) / x_mb:.0f}%" in text
+    assert "Not profiled" in bn_routes.resident_reads(None)

@@ -5,6 +5,8 @@ with the route that reimpl/ladder/batchnorm_split.py's size rule (RESIDENT_FROM_
 
     {% bn_routes DTYPE %}     the table for one dtype
     {% bn_route_rule %}       how far the size rule's choice is from the faster route, over every cell
+    {% bn_resident_reads %}   what the resident forward read from DRAM against two reads of x
+                              (results/ncu_siblings.json, Nsight Compute, caches flushed first)
 """
 from __future__ import annotations
 
@@ -19,6 +21,9 @@ MISSING = ("*Not measured yet: run `python scripts/gpu/bn_probe.py results/bn_re
            "default,split_columns,resident_always` on a GPU.*\n")
 ITEMSIZE = {"fp32": 4, "bf16": 2, "fp16": 2}
 ROUTES = {"split_columns": "three launches", "resident_always": "one launch"}
+
+
+RESIDENT_KERNEL = "ladder::bn_forward_cl_resident"
 
 
 def load(path: Path = RESULTS / "bn_resident.json") -> dict | None:
@@ -78,9 +83,27 @@ def routes(d: dict | None, dtype: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def resident_reads(ncu: dict | None) -> str:
+    """One sentence per profiled resident forward: DRAM bytes read against x's, and the share of
+    the second read of x that the L2 served."""
+    cases = [c for c in (ncu or {}).get("cases", []) if c["launched"] == RESIDENT_KERNEL]
+    if not cases:
+        return "*Not profiled yet: run `OUT=dir bash scripts/gpu/ncu_siblings.sh` on a GPU.*\n"
+    out = []
+    for c in cases:
+        x_mb = math.prod(c["shape"]) * ITEMSIZE[c["dtype"]] / 1e6
+        served = 100 * (2 * x_mb - c["dram_read_mb"]) / x_mb
+        out.append(f"- {c['dtype']} {' x '.join(map(str, c['shape']))}, channels-last: {c['dram_read_mb']:.0f} MB "
+                   f"read from DRAM for {x_mb:.0f} MB of x, so the L2 served {served:.0f}% of the second read "
+                   f"({ncu['device']}, Nsight Compute, caches flushed before the kernel).")
+    return "\n".join(out) + "\n"
+
+
 def expand(kind: str, arg: str | None) -> str | None:
     if kind == "bn_routes" and arg in ITEMSIZE:
         return routes(load(), arg)
     if kind == "bn_route_rule" and not arg:
         return route_rule(load())
+    if kind == "bn_resident_reads" and not arg:
+        return resident_reads(load(RESULTS / "ncu_siblings.json"))
     return None

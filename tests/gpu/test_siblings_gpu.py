@@ -392,3 +392,31 @@ def test_batchnorm_resident_same_bits_as_the_split_launches(shape, dtype, monkey
     assert next(given, "all used") == "all used"
     for a, t in zip(resident, split):
         assert bit_mismatches(a, t) == 0
+
+
+def test_batchnorm_resident_in_a_cuda_graph():
+    """The resident launches (cooperative, their tile barriers in a per-stream array) captured in a
+    CUDA graph: each replay gives the eager call's bits (y, saved and running statistics, dx, dweight,
+    dbias), replay after replay, and leaves the barrier counts at 0."""
+    from reimpl.ladder import batchnorm_split as bs
+    x, dy, w, b = _split_inputs((32, 64, 56, 56), "channels_last", torch.float32)
+    assert bs.RESIDENT and x.numel() * 4 >= bs.RESIDENT_FROM_BYTES["forward"][4]
+    fresh = lambda: (torch.zeros(64, device="cuda"), torch.ones(64, device="cuda"))  # noqa: E731
+    want = _split_step(x, dy, w, b, *fresh())
+    rm, rv = fresh()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        _split_step(x, dy, w, b, *fresh())  # warm up on the capture stream: its barrier array exists
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        got = _split_step(x, dy, w, b, rm, rv)
+    for _ in range(3):
+        rm.zero_(), rv.fill_(1)
+        graph.replay()
+        torch.cuda.synchronize()
+        for a, t in zip(want, got):
+            assert bit_mismatches(a, t) == 0
+    bars = bs._BARRIERS[(str(x.device), stream.cuda_stream)]
+    assert not bool(bars[0::2].any())  # every tile's count back at 0
