@@ -343,3 +343,20 @@ def test_one_read_model_special_values_as_torch(row, parts):
     assert np.array_equal(np.isnan(got), np.isnan(ref)), (got, ref)
     ok = ~np.isnan(ref)
     assert np.allclose(got[ok], ref[ok], rtol=1e-5, atol=0), (got, ref)
+
+
+def test_softmax_waves_has_no_saw_tooth():
+    """The softmax page says the long rows' shortfall is not a partial last wave: over every dtype's
+    run of row counts in results/softmax_waves.json, one_read's share of the copy never drops by
+    more than 1.5 points from one row count to the next (a wave of clusters filling and emptying
+    would cost several), and ends higher than it starts; the rendered lines carry those figures."""
+    from reimpl.docsite import siblings_tables
+    d = siblings_tables.load(siblings_tables.WAVES)
+    text = siblings_tables.softmax_waves(d)
+    for dtype in ("fp32", "bf16"):
+        pct = [r["pct_copy"] for r in d["rows"] if r["dtype"] == dtype]
+        assert len(pct) >= 10 and pct[-1] > pct[0]
+        drop = max(a - b for a, b in zip(pct, pct[1:]))
+        assert drop <= 1.5
+        assert f"{min(pct):.1f} to {max(pct):.1f}% of the copy" in text and f"{max(drop, 0):.1f} points" in text
+    assert "Not measured yet" in siblings_tables.softmax_waves(None)

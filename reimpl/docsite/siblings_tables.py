@@ -10,6 +10,7 @@ merge-order demonstration).
     {% siblings_bandwidth OP DTYPE %}    % of copy per cell, ours beside torch, the peers and x.clone()
     {% siblings_verdict OP %}            how ours stands over the big cells (siblings_bench_tables.py)
     {% siblings_stamp %}                 device, versions, date and method of the GPU runs
+    {% softmax_waves %}                  one_read on rows of 262144 over a run of row counts (waves)
 
 Each renderer takes the loaded results as an argument (tests pass small fixtures); a missing file
 renders a "not measured yet" note.
@@ -30,6 +31,7 @@ RESULTS = Path(__file__).resolve().parents[2] / "results"
 ERRORS = RESULTS / "siblings_errors.json"
 BENCH = RESULTS / "siblings_bench.json"
 NCU = RESULTS / "ncu_siblings.json"
+WAVES = RESULTS / "softmax_waves.json"
 MISSING = "*Not measured yet: run `{cmd}` on a GPU and commit `results/{file}`.*\n"
 ERRORS_CMD = "python scripts/gpu/siblings_errors.py results/siblings_errors.json"
 BENCH_CMD = "python scripts/gpu/siblings_bench.py results/siblings_bench.json"
@@ -146,6 +148,24 @@ def merge_order(d: dict) -> str:
     return "\n".join(lines) + "\n\n*Computed by the CPU emulator when the site is built (`python scripts/merge_order_demo.py` prints the same).*\n"
 
 
+def softmax_waves(d: dict | None) -> str:
+    """Per dtype: the range of one_read's share of the copy over the row counts measured, and the
+    largest drop from one row count to the next (a partial last wave would show as a saw-tooth)."""
+    if d is None:
+        return MISSING.format(cmd="python scripts/gpu/softmax_waves.py results/softmax_waves.json",
+                              file="softmax_waves.json")
+    out = []
+    for dtype in dict.fromkeys(r["dtype"] for r in d["rows"]):
+        rs = [r for r in d["rows"] if r["dtype"] == dtype]
+        pct = [r["pct_copy"] for r in rs]
+        drop = max(0.0, max(a - b for a, b in zip(pct, pct[1:])))
+        out.append(f"- {dtype}, {rs[0]['M']} to {rs[-1]['M']} rows of {rs[0]['N']} ({len(rs)} row counts): "
+                   f"{min(pct):.1f} to {max(pct):.1f}% of the copy, {pct[0]:.1f}% at the fewest rows and "
+                   f"{pct[-1]:.1f}% at the most; the largest drop from one row count to the next is "
+                   f"{drop:.1f} points.")
+    return "\n".join(out) + f"\n\n*{d['device']}, torch {d['torch']}, {d['date']}; pipelined, `x.clone()` in the same run.*\n"
+
+
 def expand(kind: str, arg: str | None) -> str | None:
     """The directive's Markdown, or None when `kind` is not one of ours."""
     if kind == "siblings_axes" and not arg:
@@ -160,6 +180,8 @@ def expand(kind: str, arg: str | None) -> str | None:
     bench = siblings_bench_tables.expand(kind, arg, lambda: load(BENCH), lambda: load(NCU))
     if bench is not None:
         return bench
+    if kind == "softmax_waves" and not arg:
+        return softmax_waves(load(WAVES))
     if kind == "siblings_stamp" and not arg:
         return stamp(load(ERRORS), load(BENCH))
     return None
