@@ -467,8 +467,8 @@ def test_plan_constants_match_the_committed_probe():
     ((32, 64, 56, 56), torch.float32, True, True),      # 25.7 MB
     ((32, 64, 56, 56), torch.float16, False, True),     # 12.8 MB: the forward's split is the faster
     ((6304, 768), torch.float32, True, True),           # 2-D input is columns too
-    ((32, 512, 7, 7), torch.float32, False, True),      # 3.2 MB: float32's backward at every size
-    ((32, 512, 7, 7), torch.float16, False, False),
+    ((32, 512, 7, 7), torch.float32, False, True),      # 3.2 MB: the backward at every size
+    ((32, 512, 7, 7), torch.float16, False, True),
     ((2, 2_000_000), torch.float32, False, False),      # 62500 tiles: more than stay resident
 ], ids=str)
 def test_columns_input_takes_one_resident_launch_from_its_size(shape, dtype, forward, backward):
@@ -524,16 +524,26 @@ def test_resident_launch_arguments():
 
 def test_the_size_rule_against_the_committed_probe():
     """RESIDENT_FROM_BYTES, read off results/bn_resident.json: on every channels-last cell measured
-    there, each dtype and direction, the route the rule takes is within 6% of the faster of the two
-    (the page states the measured figure, bn_routes.route_rule)."""
+    there, each dtype and direction, the route the rule takes is within 10% of the faster of the two
+    (the page states the measured figure, bn_routes.route_rule), and no other threshold from the
+    same ladder of sizes has a smaller worst ratio; the forward takes both routes, the backward one
+    launch everywhere."""
     from reimpl.docsite import bn_routes
     d = bn_routes.load()
     cells = bn_routes.cells(d)
     assert len(cells) == 30 and all(set(c) == set(bn_routes.ROUTES) for c in cells.values())
-    assert bn_routes.rule_cost(d) <= 1.06
-    # and the rule is not one-sided: both routes are taken somewhere, each direction
+    assert bn_routes.rule_cost(d) <= 1.10
+    assert {bn_routes.chosen(dt, sh, "forward") for dt, sh in cells} == set(bn_routes.ROUTES)
+    assert {bn_routes.chosen(dt, sh, "backward") for dt, sh in cells} == {"resident_always"}
     for w in ("forward", "backward"):
-        assert {bn_routes.chosen(dt, sh, w) for dt, sh in cells} == set(bn_routes.ROUTES)
+        for size in (4, 2):
+            mine = [c for c in cells.items() if bn_routes.ITEMSIZE[c[0][0]] == size]
+
+            def worst(th):
+                return max(c[("resident_always" if math.prod(sh) * size >= th else "split_columns")][w]
+                           / min(c[r][w] for r in bn_routes.ROUTES) for (_, sh), c in mine)
+            ours = worst(bs.RESIDENT_FROM_BYTES[w][size])
+            assert all(ours <= worst(mb << 20) + 1e-9 for mb in (0, 2, 4, 8, 12, 16, 24, 32, 1 << 20))
 
 
 def test_route_tables_and_reads_render_the_committed_data():
@@ -545,7 +555,7 @@ def test_route_tables_and_reads_render_the_committed_data():
     d = bn_routes.load()
     for dtype in ("fp32", "bf16", "fp16"):
         table = bn_routes.routes(d, dtype)
-        rows = [l for l in table.splitlines() if l.startswith("| ") and "x (MB)" not in l]
+        rows = [l for l in table.splitlines() if l.startswith("| ") and "x (MiB)" not in l]
         cells = {sh: c for (dt, sh), c in bn_routes.cells(d).items() if dt == dtype}
         assert len(rows) == len(cells) == 10
         for line, (shape, c) in zip(rows, cells.items()):

@@ -66,12 +66,12 @@ def routes(d: dict | None, dtype: str) -> str:
         return MISSING
     from ..ladder.batchnorm_split import RESIDENT_FROM_BYTES
     frm = {w: RESIDENT_FROM_BYTES[w][ITEMSIZE[dtype]] >> 20 for w in ("forward", "backward")}
-    when = {w: f"from {mb} MB of x {w}" if mb else f"at every size {w}" for w, mb in frm.items()}
+    when = {w: f"from {mb} MiB of x {w}" if mb else f"at every size {w}" for w, mb in frm.items()}
     lines = [caption(f"{dtype}, channels-last: µs per call of the split's three launches and of the resident "
                      f"kernel's one, forward and backward; in bold, the route taken (one launch "
                      f"{when['forward']}, {when['backward']})", d,
                      "pipelined (median of CUDA-event times, L2 not flushed)"),
-             "| N x C x H x W | x (MB) | forward: three / one | backward: three / one |", "|---|--:|--:|--:|"]
+             "| N x C x H x W | x (MiB) | forward: three / one | backward: three / one |", "|---|--:|--:|--:|"]
     for (dt, shape), c in cells(d).items():
         if dt != dtype:
             continue

@@ -80,13 +80,13 @@ THREADS_PER_SM = 2048      # resident threads per SM (H100, and every GPU since 
 # a grid that stays resident, so that a tile's blocks can wait for each other. The device's own count
 # of resident blocks (cuOccupancyMaxActiveBlocksPerMultiprocessor) sizes the grid; without a device,
 # RESIDENT_BLOCKS stands for it. False: the split's three launches.
-# From how many bytes of x, per direction and element size, one launch is taken. Read off
-# results/bn_resident.json (scripts/gpu/bn_probe.py): below, the split's larger S spreads the first
-# pass over more blocks than stay resident (16-bit backward: two blocks an SM at its 110 registers);
-# float32's backward was the faster in one launch on every shape.
+# From how many bytes of x, per direction and element size, one launch is taken: the thresholds
+# with the smallest worst ratio to the faster route over results/bn_resident.json's cells
+# (scripts/gpu/bn_probe.py). The forward's split is the faster below 16 MB, where its larger S
+# spreads the first pass over more blocks than stay resident; the backward's one launch at every size.
 RESIDENT = True
 RESIDENT_BLOCKS = 4
-RESIDENT_FROM_BYTES = {"forward": {4: 16 << 20, 2: 16 << 20}, "backward": {4: 0, 2: 8 << 20}}
+RESIDENT_FROM_BYTES = {"forward": {4: 16 << 20, 2: 16 << 20}, "backward": {4: 0, 2: 0}}
 
 
 @dataclass(frozen=True)

@@ -229,18 +229,13 @@ struct StatsOut {
   P *running_mean, *running_var;
   float momentum, eps;
 
-  static constexpr unsigned COEFS = 3;
-  // channel c's coefficients; `store`: and its statistics (save_*, running_*)
-  __device__ __forceinline__ Coefs<3> finish(Welford s, int64_t c, int64_t count, bool store) const {
-    const float invstd = bn_invstd(s, count, eps);
-    if (store) bn_store_stats(s, invstd, c, count, momentum, save_mean, save_invstd, running_mean, running_var);
-    const float w = W != nullptr ? to_f(W[c]) : 1.f, b = B != nullptr ? to_f(B[c]) : 0.f;
-    return {{s.mean, invstd * w, b}};
-  }
   __device__ __forceinline__ void write(Welford s, int64_t c, int64_t C, int64_t count) const {
-    const Coefs<3> k = finish(s, c, count, true);
-#pragma unroll
-    for (unsigned i = 0; i < 3; ++i) coef[i * C + c] = k.v[i];
+    const float invstd = bn_invstd(s, count, eps);
+    bn_store_stats(s, invstd, c, count, momentum, save_mean, save_invstd, running_mean, running_var);
+    const float w = W != nullptr ? to_f(W[c]) : 1.f, b = B != nullptr ? to_f(B[c]) : 0.f;
+    coef[c] = s.mean;
+    coef[C + c] = invstd * w;
+    coef[2 * C + c] = b;
   }
 };
 
@@ -264,17 +259,21 @@ struct GradOut {
   P *dweight, *dbias;
   float* coef;
 
-  static constexpr unsigned COEFS = 4;
+  static constexpr unsigned COEFS = 4, PARAMS = 3;
+  // what finish reads of channel c: its saved 1/std, weight and saved mean
+  __device__ __forceinline__ Coefs<3> params(int64_t c) const {
+    return {{save_invstd[c], W != nullptr ? to_f(W[c]) : 1.f, save_mean[c]}};
+  }
   // channel c's coefficients; `store`: and dweight, dbias
-  __device__ __forceinline__ Coefs<4> finish(Sums t, int64_t c, int64_t count, bool store) const {
-    const float invstd = save_invstd[c], w = W != nullptr ? to_f(W[c]) : 1.f;
+  __device__ __forceinline__ Coefs<4> finish(Sums t, int64_t c, int64_t count, bool store, Coefs<3> p) const {
+    const float invstd = p.v[0], w = p.v[1];
     if (store && dweight != nullptr) dweight[c] = from_f<P>(t.dyx * invstd);
     if (store && dbias != nullptr) dbias[c] = from_f<P>(t.dy);
     const DxCoef k = dx_coef(t, invstd, w, count);
-    return {{save_mean[c], k.mean_dy, k.proj, k.scale}};
+    return {{p.v[2], k.mean_dy, k.proj, k.scale}};
   }
   __device__ __forceinline__ void write(Sums t, int64_t c, int64_t C, int64_t count) const {
-    const Coefs<4> k = finish(t, c, count, true);
+    const Coefs<4> k = finish(t, c, count, true, params(c));
 #pragma unroll
     for (unsigned i = 0; i < 4; ++i) coef[i * C + c] = k.v[i];
   }
@@ -658,16 +657,34 @@ __device__ __forceinline__ void merge_tile_spread(const State* part, State zero,
 template <typename Out>
 struct InShared {
   Out out;
-  float* shared;  // COEFS x width floats
+  float* shared;       // COEFS x width floats
+  const float* given;  // PARAMS x width floats: the tile's parameters, fetched during the first pass
   int64_t first;
   unsigned width;
   template <typename State>
   __device__ __forceinline__ void write(State s, int64_t c, int64_t C, int64_t count) const {
-    const auto k = out.finish(s, c, count, blockIdx.y == 0);
+    Coefs<Out::PARAMS> p;
+#pragma unroll
+    for (unsigned i = 0; i < Out::PARAMS; ++i) p.v[i] = given[i * width + (c - first)];
+    const auto k = out.finish(s, c, count, blockIdx.y == 0, p);
 #pragma unroll
     for (unsigned i = 0; i < Out::COEFS; ++i) shared[i * width + (c - first)] = k.v[i];
   }
 };
+
+// The tile's parameters into shared memory before the first pass, so that the merge after the
+// barrier does not wait on their loads one column after another. Visible after the barrier.
+constexpr unsigned TILE_MAX = 64;  // columns of a tile at most: 8 threads x 8 16-bit values
+template <typename Out>
+__device__ __forceinline__ void fetch_params(const Out& out, int64_t C, unsigned width, float* given) {
+  const unsigned tid = threadIdx.y * blockDim.x + threadIdx.x;
+  const int64_t first = (int64_t)blockIdx.x * width;
+  if (tid < width && first + tid < C) {
+    const auto p = out.params(first + tid);
+#pragma unroll
+    for (unsigned i = 0; i < Out::PARAMS; ++i) given[i * width + tid] = p.v[i];
+  }
+}
 
 // Thread (tx, ty)'s rows of its block's slice, ty, ty + TY, ..., ROWS at a time and from the last:
 // the rows this block read last in the first pass are the likeliest still to be in L2. Rows of
@@ -695,10 +712,11 @@ __device__ __forceinline__ void load_coef(float (&out)[VEC], const float* p, int
 // The tile's merge into shared memory, then thread (tx, ty)'s VEC columns' coefficients from there.
 template <unsigned VEC, typename State, typename Merge, typename Out>
 __device__ __forceinline__ void resident_coefs(const State* part, State zero, Merge merge, const Out& out, int64_t C,
-                                               int64_t R, float* shared, float (&k)[Out::COEFS][VEC]) {
+                                               int64_t R, float* shared, const float* given,
+                                               float (&k)[Out::COEFS][VEC]) {
   const unsigned width = blockDim.x * VEC;
   const int64_t first = (int64_t)blockIdx.x * width;
-  finish_tile<VEC>(part, zero, merge, InShared<Out>{out, shared, first, width}, C, R);
+  finish_tile<VEC>(part, zero, merge, InShared<Out>{out, shared, given, first, width}, C, R);
   __syncthreads();
 #pragma unroll
   for (unsigned i = 0; i < Out::COEFS; ++i)
@@ -755,11 +773,13 @@ __global__ void __launch_bounds__(COLUMN_THREADS)
     bn_backward_cl_resident(const T* DY, const T* X, T* DX, const float* mean, const float* save_invstd, const P* W,
                             Sums* part, int* bar, P* dweight, P* dbias, int64_t R, int64_t C, int64_t per_slice) {
   __shared__ Sums smem[COLUMN_THREADS * VEC];
+  __shared__ float given[GradOut<P>::PARAMS * TILE_MAX];
+  const GradOut<P> out{mean, save_invstd, W, dweight, dbias, nullptr};
+  fetch_params(out, C, blockDim.x * VEC, given);
   columns_sums<T, VEC>(DY, X, mean, part, R, C, per_slice, smem);
   tile_barrier(bar + 2 * blockIdx.x, gridDim.y);
   float k[4][VEC];
-  resident_coefs<VEC>(part, Sums{0.f, 0.f}, SumsAdd(), GradOut<P>{mean, save_invstd, W, dweight, dbias, nullptr}, C,
-                      R, reinterpret_cast<float*>(smem), k);
+  resident_coefs<VEC>(part, Sums{0.f, 0.f}, SumsAdd(), out, C, R, reinterpret_cast<float*>(smem), given, k);
   const int64_t c0 = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * VEC;
   if (c0 >= C) return;
   constexpr unsigned ROWS = ResidentRows<VEC>::value;
