@@ -606,8 +606,9 @@ __global__ void bn_backward_dx(const T* DY, const T* X, T* DX, const float* coef
 // launch: the launcher sizes the grid to what stays resident) and let them wait for each other once.
 // A barrier on two ints per tile, an arrival count and a generation, in the pattern of CUTLASS's
 // generic barrier: the block's threads finish their writes (bar.sync), then its thread 0 reads the
-// generation and arrives with a release; the last to arrive puts the count back to 0 and moves the
-// generation on with a release, and the others spin on the generation with acquire loads. No
+// generation and arrives with an acquire-release add; the last to arrive puts the count back to 0
+// and moves the generation on with a release, and the others spin until the generation differs
+// from the one they read, with acquire loads. No
 // __threadfence: release and acquire carry the block's writes (its partial states) to the block
 // that reads them. Both ints are left ready for the next launch on the stream (the count at 0; the
 // generation is only compared), so a CUDA graph replays it too.
@@ -637,8 +638,8 @@ __device__ __forceinline__ void tile_barrier(int* bar, unsigned S) {
 
 // The forward's merge, spread over the tile's S blocks: a warp per column, in merge_slices's order
 // (the bits of bn_finalize_stats), the coefficients to global memory for a second barrier to share.
-// Merging Welford states takes a division a merge: every block merging all S states of its tile
-// itself, S in the hundreds, cost more than the second barrier (results/bn_resident.json).
+// Merging Welford states takes a division a merge, so the forward shares one block's merge of each
+// column through a second barrier rather than have every block repeat all S of them.
 template <unsigned VEC, typename State, typename Merge, typename Out>
 __device__ __forceinline__ void merge_tile_spread(const State* part, State zero, Merge merge, const Out& out,
                                                   int64_t C, int64_t count) {
