@@ -14,12 +14,11 @@ import json
 import math
 from pathlib import Path
 
-from .ladder_tables import caption
+from .ladder_tables import ITEMSIZE, caption
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 MISSING = ("*Not measured yet: run `python scripts/gpu/bn_probe.py results/bn_resident.json plans fp32,bf16,fp16 "
            "default,split_columns,resident_always` on a GPU.*\n")
-ITEMSIZE = {"fp32": 4, "bf16": 2, "fp16": 2}
 ROUTES = {"split_columns": "three launches", "resident_always": "one launch"}
 
 
@@ -42,9 +41,9 @@ def cells(d: dict) -> dict:
 
 def chosen(dtype: str, shape: tuple, direction: str) -> str:
     """The setting whose route batchnorm_split's rule takes for x of this dtype and shape."""
-    from ..ladder.batchnorm_split import RESIDENT_FROM_BYTES
-    nbytes = math.prod(shape) * ITEMSIZE[dtype]
-    return "resident_always" if nbytes >= RESIDENT_FROM_BYTES[direction][ITEMSIZE[dtype]] else "split_columns"
+    from ..ladder.batchnorm_split import takes_resident
+    size = ITEMSIZE[dtype]
+    return "resident_always" if takes_resident(direction, math.prod(shape) * size, size) else "split_columns"
 
 
 def rule_cost(d: dict) -> float:

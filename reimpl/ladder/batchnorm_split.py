@@ -192,6 +192,15 @@ def nchw_plan(N: int, C: int, HW: int, itemsize: int, aligned: bool, sms: int = 
     return Plan(False, vec, S, per_slice, (C, S), (PARTIAL_THREADS,), levels)
 
 
+def _column_tiles(C: int, itemsize: int, aligned: bool) -> tuple[int, int, int, int]:
+    """(vec, TX, TY, tiles) of columns input: 16-byte vectors where C allows, TX threads across a
+    tile of TX * vec columns (fewer than COLUMN_TX when C is narrow), TY = COLUMN_THREADS / TX."""
+    V = 16 // itemsize
+    vec = V if aligned and C % V == 0 else 1
+    TX = min(COLUMN_TX, 1 << (_cdiv(C, vec) - 1).bit_length())
+    return vec, TX, COLUMN_THREADS // TX, _cdiv(C, TX * vec)
+
+
 @lru_cache(maxsize=1024)
 def columns_plan(R: int, C: int, itemsize: int, aligned: bool, sms: int = 132) -> Plan:
     """Grid (column tiles, S), block (TX, TY): TX threads across a tile of TX * vec columns (fewer
@@ -199,12 +208,8 @@ def columns_plan(R: int, C: int, itemsize: int, aligned: bool, sms: int = 132) -
     CHUNK rows per row-thread, MIN_VALUES values, and STATE_SHARE times the bytes of its states.
     The last block merges a tile's S states per column when they number at most LAST_BLOCK_STATES."""
     assert R > 0 and C > 0
-    V = 16 // itemsize
-    vec = V if aligned and C % V == 0 else 1
-    TX = min(COLUMN_TX, 1 << (_cdiv(C, vec) - 1).bit_length())
-    TY = COLUMN_THREADS // TX
+    vec, TX, TY, tiles = _column_tiles(C, itemsize, aligned)
     width = TX * vec
-    tiles = _cdiv(C, width)
     target = WAVES * sms * (THREADS_PER_SM // COLUMN_THREADS)
     min_rows = max(TY * CHUNK, _cdiv(MIN_VALUES, min(width, C)), _cdiv(STATE_SHARE * STATE_BYTES, itemsize))
     S, per_slice = _slices(target, tiles, R, min_rows)
@@ -218,11 +223,7 @@ def resident_plan(R: int, C: int, itemsize: int, aligned: bool, capacity: int) -
     shared among the tiles (floor: the grid must fit), a slice at least a chunk a row-thread and
     STATE_SHARE times its states' bytes, at most MAX_SLICES; None where the tiles alone do not fit."""
     assert R > 0 and C > 0
-    V = 16 // itemsize
-    vec = V if aligned and C % V == 0 else 1
-    TX = min(COLUMN_TX, 1 << (_cdiv(C, vec) - 1).bit_length())
-    TY = COLUMN_THREADS // TX
-    tiles = _cdiv(C, TX * vec)
+    vec, TX, TY, tiles = _column_tiles(C, itemsize, aligned)
     if tiles > capacity:
         return None
     min_rows = max(TY * CHUNK, _cdiv(STATE_SHARE * STATE_BYTES, itemsize))
@@ -355,10 +356,15 @@ def _statistics_plan(X, columns: bool, aligned: bool, sms: int) -> Plan:
     return nchw_plan(N, C, HW, X.element_size(), aligned, sms)
 
 
+def takes_resident(direction: str, nbytes: int, itemsize: int) -> bool:
+    """The size rule: whether columns input of `nbytes` takes one launch in `direction`."""
+    return RESIDENT and nbytes >= RESIDENT_FROM_BYTES[direction][itemsize]
+
+
 def _resident(kernel, direction: str, R: int, C: int, itemsize: int, aligned: bool, sms: int) -> Plan | None:
     """The resident plan for columns input, or None: RESIDENT off, x smaller than the direction's
     RESIDENT_FROM_BYTES, or tiles too many to stay resident."""
-    if not RESIDENT or R * C * itemsize < RESIDENT_FROM_BYTES[direction][itemsize]:
+    if not takes_resident(direction, R * C * itemsize, itemsize):
         return None
     rt = runtime.get()
     per_sm = rt.resident_blocks(kernel, COLUMN_THREADS) if hasattr(rt, "resident_blocks") else None
