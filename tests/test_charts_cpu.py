@@ -11,7 +11,7 @@ from xml.etree import ElementTree
 
 import pytest
 
-from reimpl.docsite import fast_tables, ladder_tables, render
+from reimpl.docsite import backward_tables, fast_tables, ladder_tables, render
 from tests.site_helpers import ROOT
 
 # (directive, its page, the results file it reads, the kernels its legend must hold)
@@ -39,6 +39,16 @@ def _expand(directive: str, page: str) -> str:
     return render.expand(directive, page, "../")
 
 
+def _stamp(d: dict, directive: str) -> dict:
+    """The stamp a table or chart of `directive` shows: a record with per-row runs (the ladder's
+    benchmark) is stamped by the runs of the pass it draws."""
+    if "runs" not in d:
+        return d
+    from reimpl.docsite.ladder_tables import rows_stamp
+    pass_ = "forward+backward" if "training" in directive else "backward" if "backward" in directive else "forward"
+    return rows_stamp(d, [r for r in d["rows"] if r["pass"] == pass_])
+
+
 def _texts(svg: str, gid: str) -> list[str]:
     """The text of every <text> under the group whose id is `gid` (the SVG parses as XML)."""
     group = ElementTree.fromstring(svg).find(f".//*[@id='{gid}']")
@@ -50,7 +60,7 @@ def _texts(svg: str, gid: str) -> list[str]:
 def test_chart_says_what_it_plots(directive, page, path, kernels):
     out = _expand(directive, page)
     assert out.count("<svg") == 1 and out.count("</svg>") == 1
-    d = json.loads(path.read_text())
+    d = _stamp(json.loads(path.read_text()), directive)
     svg = out[out.index("<svg"):out.index("</svg>") + 6]
     name = re.search(r"data-diagram='([\w-]+)'", svg).group(1)
     dtype = directive.split()[2]
@@ -115,7 +125,7 @@ def test_chart_is_the_same_bytes_twice_and_its_data_table_follows(directive, pag
     after = first[first.index("</svg>") + 6:]
     assert after.startswith("<details class='abstract chart-data'><summary>Data</summary>"), after[:80]
     table = after[:after.index("</details>")]
-    d = json.loads(path.read_text())
+    d = _stamp(json.loads(path.read_text()), directive)
     caption = re.search(r"<p><em>(.*?)</em></p>", table).group(1)
     assert "GB/s" in caption and "pipelined" in caption and d["device"] in caption and d["date"] in caption
     for r in _plotted(path, directive.split()[2]):
@@ -146,6 +156,9 @@ TABLES = [("{% ladder_bandwidth fp32 %}", "ladder/index.md", ladder_tables.BENCH
           ("{% ladder_training bf16 %}", "ladder/index.md", ladder_tables.BENCH, ("GB/s", "pipelined")),
           ("{% ladder_errors apex %}", "ladder/rungs.md", ladder_tables.ERRORS, ("relative", "float64")),
           ("{% rung_index %}", "ladder/rungs.md", ladder_tables.BENCH, ("% of copy", "pipelined")),
+          ("{% ladder_backward_grid %}", "ladder/index.md", ladder_tables.BENCH, ("% of copy", "pipelined", "flushed")),
+          ("{% ladder_backward bf16 %}", "ladder/index.md", ladder_tables.BENCH, ("% of copy", "pipelined")),
+          ("{% backward_probe %}", "ladder/rungs.md", backward_tables.PROBE, ("% of copy", "pipelined")),
           ("{% fast_bandwidth fp32 %}", "ladder/fast.md", fast_tables.FAST, ("GB/s", "pipelined")),
           ("{% fast_bandwidth bf16 flushed %}", "ladder/fast.md", fast_tables.FAST, ("GB/s", "L2 flushed")),
           ("{% fast_grad_bandwidth fp32 flushed %}", "ladder/fast.md", fast_tables.FAST_GRAD,
@@ -161,7 +174,7 @@ TABLES = [("{% ladder_bandwidth fp32 %}", "ladder/index.md", ladder_tables.BENCH
 @pytest.mark.parametrize("directive,page,path,words", TABLES, ids=[t[0].strip("{}% ") for t in TABLES])
 def test_every_table_opens_with_its_caption(directive, page, path, words):
     out = _expand(directive, page)
-    d = json.loads(path.read_text())
+    d = _stamp(json.loads(path.read_text()), directive)
     lines = out.splitlines()
     starts = [i for i, line in enumerate(lines)
               if line.startswith("|") and (i == 0 or not lines[i - 1].startswith("|"))]

@@ -39,13 +39,11 @@ def test_grid_record_rows_are_grid_cells_and_their_own_runs():
     for r in d["rows"]:
         assert (r["M"], r["N"]) in cells[r["dtype"]], r
         assert r["method"] in d["methods"] and 0 <= r["run"] < len(d["runs"])
-        # pct_copy is the copy timed in the row's own run over the row's time (forward+backward: over
-        # 2.5 copies, the bytes of x and y, then x, dy and dx)
+        # pct_copy is against the copy timed in the row's own run (grid.pct_and_gbps says how per pass)
         c = copy[(r["run"], r["method"], r["dtype"], r["M"], r["N"], r["pass"])]
-        copies, moved = (1, 2) if r["pass"] == "forward" else (2.5, 5)
-        assert abs(r["pct_copy"] - 100 * copies * c / r["ms"]) < 1e-6 * r["pct_copy"], r
-        nbytes = moved * r["M"] * r["N"] * grid_tables.ITEMSIZE[r["dtype"]]
-        assert abs(r["gbps"] - nbytes / r["ms"] / 1e6) < 1e-6 * r["gbps"]
+        pct, gbps = grid.pct_and_gbps(r["pass"], r["kernel"], r["M"], r["N"], grid_tables.ITEMSIZE[r["dtype"]],
+                                      r["ms"], c)
+        assert abs(r["pct_copy"] - pct) < 1e-6 * r["pct_copy"] and abs(r["gbps"] - gbps) < 1e-6 * r["gbps"], r
     # the top rungs cover the whole grid in every dtype, by both methods
     for k in ("row_held", "rms_row_held"):
         for dt, cs in cells.items():

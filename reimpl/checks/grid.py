@@ -53,5 +53,26 @@ def traffic(M: int, N: int, itemsize: int) -> int:
     return 2 * M * N * itemsize
 
 
+def backward_bytes(M: int, N: int, itemsize: int, rms: bool) -> int:
+    """The whole backward's copy-equivalent bytes: x, dy and dx, the saved rstd (and mean), gamma and
+    dgamma (and dbeta); the statistics are float32. % of copy compares (bytes / t) with a copy's
+    2 * M * N * itemsize over its own time."""
+    if rms:
+        return 3 * M * N * itemsize + 4 * M + 2 * N * itemsize
+    return 3 * M * N * itemsize + 8 * M + 3 * N * itemsize
+
+
+def pct_and_gbps(pass_: str, kernel: str, M: int, N: int, itemsize: int, ms: float, copy_ms: float):
+    """(% of copy, GB/s) of one kernel's time on one benchmark pass (scripts/gpu/ladder_bench.py):
+    forward counts a read of x and a write of y against one copy; forward+backward x and y, then x,
+    dy and dx, against 2.5 copies; backward the copy-equivalent bytes (backward_bytes; the copy's
+    own row its two passes over x), their rate against the copy's."""
+    if pass_ == "backward":
+        nbytes = 2 * M * N * itemsize if kernel == "copy" else backward_bytes(M, N, itemsize, "rms" in kernel)
+        return 100 * (nbytes / ms) / (2 * M * N * itemsize / copy_ms), nbytes / ms / 1e6
+    copies, nbytes = (1, 2 * M * N * itemsize) if pass_ == "forward" else (2.5, 5 * M * N * itemsize)
+    return 100 * copies * copy_ms / ms, nbytes / ms / 1e6
+
+
 def large(M: int, N: int, itemsize: int) -> bool:
     return traffic(M, N, itemsize) >= LARGE

@@ -108,28 +108,34 @@ def measure(rung: str, dtype, family: str, M: int, N: int, eps: float = 1e-5) ->
             "identical_to_torch": same / (M * N)}
 
 
-def measure_backward(rung: str, dtype, M: int, N: int, eps: float = 1e-5) -> dict:
-    """A Triton rung's gradients against float64 autograd, beside torch's own: the largest error of
-    dX, dW and dB relative to each gradient's scale, ours and torch's, on the normal family."""
+def measure_backward(rung: str, dtype, M: int, N: int, eps: float = 1e-5, affine: bool = True) -> dict:
+    """A rung's gradients (its registry entry's backward) against float64 autograd, beside torch's
+    own: the largest error of dX, dW and dB relative to each gradient's scale, ours and torch's, on
+    the normal family; without weight and bias where `affine` is False (dX alone)."""
     import torch
     import torch.nn.functional as F
-    from ..ladder import triton_rungs
+    from ..ladder.backward import norm
     rms = is_rms(rung)
     x, w, b = make_input("normal", M, N, dtype)
+    if not affine:
+        w = b = None
     dy = torch.randn(M, N, device="cuda", dtype=torch.float64, generator=torch.Generator(device="cuda").manual_seed(1))
 
-    def grads(fn, cast):
+    def leaf(t, cast):
         # fresh leaves each time: .to() of the same dtype returns the tensor itself, whose .grad would add up
-        xs, ws = (t.detach().to(cast).clone().requires_grad_(True) for t in (x, w))
-        bs = None if rms else b.detach().to(cast).clone().requires_grad_(True)
+        return None if t is None else t.detach().to(cast).clone().requires_grad_(True)
+
+    def grads(fn, cast):
+        xs, ws, bs = leaf(x, cast), leaf(w, cast), None if rms else leaf(b, cast)
         y = fn(xs, ws, bs)
         y.backward(dy.to(cast))
         return [t.grad.double() for t in (xs, ws, bs) if t is not None]
 
     torch_fn = ((lambda x_, w_, b_: F.rms_norm(x_, (N,), w_, eps)) if rms
                 else (lambda x_, w_, b_: F.layer_norm(x_, (N,), w_, b_, eps)))
-    ours_fn = ((lambda x_, w_, b_: triton_rungs.rms_norm(x_, w_, eps)) if rms
-               else (lambda x_, w_, b_: triton_rungs.layer_norm(x_, w_, b_, eps)))
+
+    def ours_fn(x_, w_, b_):
+        return norm(rung, x_, w_, b_, eps)
     ref, theirs, ours = grads(torch_fn, torch.float64), grads(torch_fn, dtype), grads(ours_fn, dtype)
 
     def rel(a, r):

@@ -97,6 +97,10 @@ class RecordingRuntime:
         launch bound then stands for it)."""
         return self.properties.get("resident_blocks")
 
+    def resident_clusters(self, kernel, cluster: int, threads: int, shared: int = 0) -> int | None:
+        """Without a device: the properties' `resident_clusters` if given, else None."""
+        return self.properties.get("resident_clusters")
+
 
 class _Stream:
     """The one attribute CuPy's Function.__call__ reads from a stream."""
@@ -170,14 +174,33 @@ class _DriverLaunch:
             "cuOccupancyMaxActiveBlocksPerMultiprocessor")
         return n.value
 
+    def resident_clusters(self, cluster: int, threads: int, shared: int) -> int:
+        """cuOccupancyMaxActiveClusters: clusters of `cluster` blocks (the kernel's compiled cluster
+        shape) the whole device holds at once."""
+        n = ctypes.c_int()
+        config = _LaunchConfig(cluster, 1, 1, threads, 1, 1, shared, None, None, 0)
+        _check(_libcuda().cuOccupancyMaxActiveClusters(ctypes.byref(n), ctypes.c_void_p(self._fn),
+                                                        ctypes.byref(config)), "cuOccupancyMaxActiveClusters")
+        return n.value
+
+
+class _LaunchConfig(ctypes.Structure):
+    """CUlaunchConfig, the argument of cuOccupancyMaxActiveClusters."""
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p), ("attrs", ctypes.c_void_p),
+                ("numAttrs", ctypes.c_uint)]
+
 
 @functools.lru_cache(maxsize=1)
 def _libcuda():
-    """The driver library, for the two calls CuPy's binding lacks (cooperative launch, occupancy)."""
+    """The driver library, for the calls CuPy's binding lacks (cooperative launch, occupancy)."""
     lib = ctypes.CDLL("libcuda.so.1")
     lib.cuLaunchCooperativeKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 2
     lib.cuOccupancyMaxActiveBlocksPerMultiprocessor.argtypes = [
         ctypes.POINTER(ctypes.c_int), ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+    lib.cuOccupancyMaxActiveClusters.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_void_p,
+                                                  ctypes.POINTER(_LaunchConfig)]
     return lib
 
 
@@ -389,6 +412,15 @@ class TorchCupyRuntime:
         key = (kernel, "resident", threads, shared)
         if key not in st.attributes:
             st.attributes[key] = self._driver_function(kernel).resident_blocks(threads, shared)
+        return st.attributes[key]
+
+    def resident_clusters(self, kernel, cluster: int, threads: int, shared: int = 0) -> int:
+        """Clusters of `cluster` blocks of `threads` of `kernel` that the current device holds at once
+        (a kernel compiled with that cluster shape); asked once per device."""
+        st = self._state(self._get_device())
+        key = (kernel, "clusters", cluster, threads, shared)
+        if key not in st.attributes:
+            st.attributes[key] = self._driver_function(kernel).resident_clusters(cluster, threads, shared)
         return st.attributes[key]
 
 

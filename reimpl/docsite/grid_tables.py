@@ -17,7 +17,7 @@ from __future__ import annotations
 from statistics import median
 
 from ..checks import grid
-from .ladder_tables import BENCH as GRID, ITEMSIZE, MISSING, RESULTS, caption, load, nowrap
+from .ladder_tables import BENCH as GRID, ITEMSIZE, MISSING, RESULTS, caption, load, nowrap, rows_stamp
 
 NCU = RESULTS / "ncu_ladder.json"
 TRITON_PROBE = RESULTS / "triton_probe.json"
@@ -60,7 +60,7 @@ def table() -> str:
     d = load(GRID)
     if d is None:
         return MISSING.format(cmd="python scripts/gpu/ladder_bench.py results/ladder_bench.json", file=GRID.name)
-    run = d["runs"][-1]
+    run = rows_stamp(d, [r for r in d["rows"] if r["pass"] == "forward"])
     lines = [caption(f"% of copy, forward, over the shared grid's cells of at least {grid.LARGE >> 20} MB "
                      "(lowest–highest; cells at the rung's goal or more: 90% for the CUDA rungs, against which the "
                      "peers are counted too, 95% for the Triton rungs), and the cells of any size where the rung "

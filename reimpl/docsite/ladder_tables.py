@@ -57,10 +57,20 @@ def load(path: Path):
     return json.loads(path.read_text()) if path.is_file() else None
 
 
+def rows_stamp(d: dict, rows: list | None = None) -> dict:
+    """d's stamp as the runs of `rows` (every row by default) give it: results/ladder_bench.json
+    keeps each row's run, and a table's rows may come from runs on other devices or dates (each
+    differing field then lists every value, in run order)."""
+    runs = [d["runs"][i] for i in sorted({r["run"] for r in (d["rows"] if rows is None else rows)})] or [d]
+    return {**d, **{k: " and ".join(dict.fromkeys(str(run[k]) for run in runs)) for k in ("device", "torch", "cuda", "date")}}
+
+
 def stamp() -> str:
     parts = []
     for name, path in (("errors", ERRORS), ("bandwidth", BENCH)):
         d = load(path)
+        if d and "runs" in d:
+            d = rows_stamp(d)
         if d:
             method = f"; {d['method']}" if "method" in d else f"; {TABLE_METHOD} in the tables"
             parts.append(f"{name}: {d['device']}, torch {d['torch']}, CUDA {d['cuda']}, {d['date']}{method}")
@@ -177,7 +187,7 @@ def bandwidth(dtype: str) -> str:
     return (caption(f"GB/s and % of copy, forward, {dtype}: the ladder's kernels, torch and the peers on "
                     f"{len(shown_cells(dtype))} cells of the shared grid, and each kernel's median % of copy over "
                     f"all the grid's cells of at least {grid.LARGE >> 20} MB; GB/s counts one read of x and one "
-                    "write of y", d, PIPELINED)
+                    "write of y", rows_stamp(d, rows), PIPELINED)
             + bench_table(shown, ORDER + PEERS, pct=True, summary=large_summary(rows, dtype)))
 
 
@@ -189,7 +199,7 @@ def training(dtype: str) -> str:
     rows = [r for r in rows if r["kernel"] != "copy"]  # a copy moves 2 of the 5 counted bytes an element: no yardstick
     return (caption(f"GB/s, forward and backward through autograd, {dtype}: the Triton rungs and torch at the "
                     "widths of real models (4096 rows); GB/s counts x and y for the forward, x, dy and dx for "
-                    "the backward", d, PIPELINED)
+                    "the backward", rows_stamp(d, rows), PIPELINED)
             + bench_table(rows, ORDER + PEERS, pct=False))
 
 
@@ -200,7 +210,7 @@ def chart(dtype: str) -> str:
     if rows is None:
         return ""
     rows = [r for r in rows if (r["M"], r["N"]) in shown_cells(dtype) and r["kernel"] in ORDER]  # peers: the table
-    d = load(BENCH)
+    d = rows_stamp(load(BENCH), rows)
     what = f"forward, {dtype}: the ladder's kernels and torch"
     return bench_chart(rows, ORDER, f"ladder-{dtype}",
                        f"LayerNorm and RMSNorm {what}\n{PIPELINED}, {d['device']}, {d['date']}",
@@ -368,6 +378,23 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+def _passes_stamp(d: dict, passes: tuple) -> dict:
+    """rows_stamp over several passes, the device and date of each pass named apart."""
+    stamps = {p: rows_stamp(d, [r for r in d["rows"] if r["pass"] == p]) for p in passes}
+    return {**stamps[passes[0]],
+            "device": "; ".join(f"{p}: {st['device']} ({st['date']})" for p, st in stamps.items()),
+            "torch": " and ".join(dict.fromkeys(st["torch"] for st in stamps.values())),
+            "date": " and ".join(dict.fromkeys(st["date"] for st in stamps.values()))}
+
+
+def _index_speed(summaries: dict, name: str) -> list[str]:
+    out = []
+    for dt in INDEX_DTYPES:
+        med, low, n = summaries.get(dt, {}).get(name, (None, None, 0))
+        out.append(f"{med:.0f} ({low:.0f})" if n else "not timed")
+    return out
+
+
 def rung_index(page: str = "") -> str:
     """One row per rung of the registry, in climbing order: its idea, whose idea it is, its forward
     median % of copy over the shared grid's large cells per dtype (results/ladder_bench.json,
@@ -376,13 +403,15 @@ def rung_index(page: str = "") -> str:
     its name."""
     d = load(BENCH)
     summaries = {dt: large_summary(_bench_rows(dt, "forward"), dt) for dt in INDEX_DTYPES} if d else {}
+    backwards = {dt: large_summary(_bench_rows(dt, "backward"), dt) for dt in INDEX_DTYPES} if d else {}
     anchors = set(re.findall(r"\{ #([\w-]+) \}", page))
     head = (caption(f"Every rung: its idea and whose it is, forward % of copy over the shared grid's cells of at "
-                    f"least {grid.LARGE >> 20} MB (median, lowest), stated error bound (relative, no unit)",
-                    d, PIPELINED) if d else "")
+                    f"least {grid.LARGE >> 20} MB (median, lowest), and under it, for a rung with a backward, the "
+                    "whole backward's; the stated error bound of its forward (relative, no unit)",
+                    _passes_stamp(d, ("forward", "backward")), PIPELINED) if d else "")
     # no step number: the sections below number only the rungs they teach (one is an exercise)
     lines = [head, "| rung, its GPU test | the idea it adds | whose idea | % of copy, " + " / ".join(INDEX_DTYPES)
-             + " | stated bound, normal rows (fp32 / bf16) |",
+             + " (forward; backward under it) | stated bound, normal rows (fp32 / bf16) |",
              "|---|---|---|---:|---|"]
     rules = {}
     for e in registry.RUNGS:
@@ -391,13 +420,12 @@ def rung_index(page: str = "") -> str:
         if e.rms_norm:
             name += " (RMSNorm)"
         name += f"<br>test: `-k {e.run.removeprefix(RUN_PREFIX)}`"
-        speed = []
-        for dt in INDEX_DTYPES:
-            med, low, n = summaries.get(dt, {}).get(e.name, (None, None, 0))
-            speed.append(f"{med:.0f} ({low:.0f})" if n else "not timed")
+        speed = " / ".join(_index_speed(summaries, e.name))
+        if e.backward is not None:
+            speed += "<br>backward: " + " / ".join(_index_speed(backwards, e.name))
         (b32, why), (b16, _) = (accuracy.bound(e.name, dt, "normal") for dt in ("float32", "bfloat16"))
         rules.setdefault(e.bound_family, why)
-        lines.append(f"| {name} | {_cell(e.idea)} | {_cell(e.credit)} | " + " / ".join(speed)
+        lines.append(f"| {name} | {_cell(e.idea)} | {_cell(e.credit)} | {speed}"
                      + f" | {b32:.3g} / {b16:.3g} ({e.bound_family}) |")
     source = (f"Bandwidth from `results/{BENCH.name}`: each dtype's median over the cells of at least "
               f"{grid.LARGE >> 20} MB, the lowest in brackets" if d else

@@ -12,6 +12,9 @@
                              (reimpl/docsite/ladder_tables.py)
     {% ladder_grid %}, {% ladder_grid_ncu %}, {% triton_plan %}   the top rungs over the shared grid,
                              their profile and the Triton plan's probe (reimpl/docsite/grid_tables.py)
+    {% ladder_backward_grid %}, {% ladder_backward DTYPE %}, {% ladder_backward_verdict %}, {% backward_probe %}
+                             the backward rungs
+                             over the shared grid and the CUDA backward's probe (reimpl/docsite/backward_tables.py)
     {% fast_* ARG %}, {% ladder_ncu PASS %}   reimpl.fast's page (reimpl/docsite/fast_tables.py)
     {% releases %}, {% releases_gpu %}, {% releases_copies %}, {% releases_host %}, {% releases_host_changes %},
     {% releases_what_you_get %}, {% large_tensor %}   the torch release matrix, the host dispatch read from
@@ -33,7 +36,7 @@ import re
 
 from ..layers import LAYERS
 from ..upstream import manifest as manifest_mod
-from . import bn_routes, fast_tables, grid_tables, host_table, judge_tables, ladder_tables, releases_table, siblings_tables
+from . import backward_tables, bn_routes, fast_tables, grid_tables, host_table, judge_tables, ladder_tables, releases_table, siblings_tables
 from .diagrams import DIAGRAMS
 from .parity_tables import numerics_example, parity
 from .source_links import symbol, symbol_index
@@ -101,6 +104,14 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return grid_tables.ncu_table()
         if kind == "triton_plan" and not arg:
             return grid_tables.triton_plan()
+        if kind == "ladder_backward_grid" and not arg:
+            return backward_tables.grid_table()
+        if kind == "ladder_backward" and arg in ladder_tables.ITEMSIZE:
+            return backward_tables.cells_table(arg)
+        if kind == "ladder_backward_verdict" and not arg:
+            return backward_tables.verdict()
+        if kind == "backward_probe" and not arg:
+            return backward_tables.probe_table()
         if kind == "rung_index" and not arg:
             return ladder_tables.rung_index(markdown)
         if kind == "releases" and not arg:

@@ -32,15 +32,24 @@ class Entry:
     run: str            # how a reader runs it: the GPU test that checks it
     rms_norm: bool = False
     cuda: Cuda | None = None  # launched by name from a CUDA file: template, launch shape, fallback
+    # "module:function" of its backward, (name, dy, x, weight, bias, mean, rstd) -> (dx, dweight, dbias)
+    backward: str | None = None
+    backward_source: str | None = None  # the file its backward kernels are in, where not `source`
 
     def launch_fn(self):
         """The launcher itself (imported on first use: the table imports no launcher)."""
         module, _, fn = self.launcher.partition(":")
         return getattr(importlib.import_module(module), fn)
 
+    def backward_fn(self):
+        module, _, fn = self.backward.partition(":")
+        return getattr(importlib.import_module(module), fn)
+
 
 _CUDA_RUNG = "reimpl.ladder.rungs:run"
 _TRITON_RUNG = "reimpl.ladder.triton_rungs:run"
+_CUDA_BACKWARD, _CUDA_BACKWARD_FILE = "reimpl.ladder.backward:run", "reimpl/ladder/cuda/ln_row_held_backward.cu"
+_TRITON_BACKWARD = "reimpl.ladder.triton_rungs:backward_run"
 _LADDER_TEST = "pytest tests/gpu/test_ladder_gpu.py -k "
 _SIBLINGS_TEST = "pytest tests/gpu/test_siblings_gpu.py -k "
 _WELFORD_CHAN = "Welford (1962) for the update; Chan, Golub and LeVeque (1979) for the merge"
@@ -97,7 +106,7 @@ ENTRIES = (
           "after quack (Dao-AILab, CuTe DSL); Chan, Golub and LeVeque (1979) for the merge",
           "reimpl/ladder/cuda/ln_row_held.cu", _CUDA_RUNG, "two_pass", _LADDER_TEST + '"row_held and not rms"',
           cuda=Cuda("ln_row_held", None, held_threads, (False,), applies=held_applies, fallback="block_vec",
-                    plan=held_plan)),
+                    plan=held_plan), backward=_CUDA_BACKWARD, backward_source=_CUDA_BACKWARD_FILE),
     Entry("rms_warp_sumsq", "ladder",
           "RMSNorm's rung: one warp per row, one pass of sum of squares",
           "RMSNorm: Zhang and Sennrich (2019)",
@@ -108,17 +117,19 @@ ENTRIES = (
           "OneFlow's RMSNorm (the same dispatch by width); RMSNorm: Zhang and Sennrich (2019)",
           "reimpl/ladder/cuda/ln_row_held.cu", _CUDA_RUNG, "sum_of_squares", _LADDER_TEST + "rms_row_held",
           rms_norm=True, cuda=Cuda("ln_row_held", None, held_threads, (True,), applies=held_applies,
-                                   fallback="rms_warp_sumsq", plan=held_plan)),
+                                   fallback="rms_warp_sumsq", plan=held_plan),
+          backward=_CUDA_BACKWARD, backward_source=_CUDA_BACKWARD_FILE),
     Entry("triton_ln", "ladder",
           "a tile of whole rows a program (several where rows are short), held in registers, its shape "
           "from two measured numbers (triton_rungs.fwd_plan); backward kernels too",
           "Triton's layer-norm tutorial (Tillet et al.)",
-          "reimpl/ladder/triton_rungs.py", _TRITON_RUNG, "two_pass", _LADDER_TEST + "triton_ln"),
+          "reimpl/ladder/triton_rungs.py", _TRITON_RUNG, "two_pass", _LADDER_TEST + "triton_ln",
+          backward=_TRITON_BACKWARD),
     Entry("triton_rms", "ladder",
           "triton_ln's program for RMSNorm: no mean, one sum of squares",
           "Triton's layer-norm tutorial, applied to RMSNorm (Zhang and Sennrich, 2019)",
           "reimpl/ladder/triton_rungs.py", _TRITON_RUNG, "sum_of_squares", _LADDER_TEST + "triton_rms",
-          rms_norm=True),
+          rms_norm=True, backward=_TRITON_BACKWARD),
     Entry("three_pass", "softmax",
           "the safe softmax: a block finds the row's maximum, sums exp(x - max), then writes",
           "the textbook safe softmax (subtract the maximum before exp)",
@@ -161,6 +172,7 @@ BY_NAME = {e.name: e for e in ENTRIES}
 RUNGS = tuple(e for e in ENTRIES if e.group == "ladder")
 CUDA_RUNGS = tuple(e for e in RUNGS if e.cuda is not None)
 SOFTMAX = tuple(e for e in ENTRIES if e.group == "softmax")
+BACKWARD_RUNGS = tuple(e for e in RUNGS if e.backward is not None)
 
 
 def of_group(group: str) -> tuple[Entry, ...]:

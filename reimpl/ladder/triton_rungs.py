@@ -197,35 +197,20 @@ def backward(dy, x, weight, bias, mean, rstd, rms: bool):
     return DX.view(x.shape), grads[0], grads[1]
 
 
-def _function():
-    import torch
-
-    class TritonNorm(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x, weight, bias, eps, rms):
-            y, mean, rstd = forward(x, weight, bias, eps, rms)
-            ctx.save_for_backward(x, weight, bias, mean, rstd)
-            ctx.rms = rms
-            return y
-
-        @staticmethod
-        def backward(ctx, dy):
-            x, weight, bias, mean, rstd = ctx.saved_tensors
-            dx, dw, db = backward(dy, x, weight, bias, mean, rstd, ctx.rms)
-            return dx, dw, db, None, None
-
-    return TritonNorm
-
-
-_fn = functools.cache(_function)
+def backward_run(name: str, dy, x, weight=None, bias=None, mean=None, rstd=None):
+    """The registry's backward signature: (dx, dweight, dbias) of rung `name`'s forward."""
+    from .registry import BY_NAME
+    return backward(dy, x, weight, bias, mean, rstd, BY_NAME[name].rms_norm)
 
 
 def layer_norm(x, weight=None, bias=None, eps: float = 1e-5):
-    return _fn().apply(x, weight, bias, float(eps), False)
+    from .backward import norm
+    return norm("triton_ln", x, weight, bias, eps)
 
 
 def rms_norm(x, weight=None, eps: float = 1e-5):
-    return _fn().apply(x, weight, None, float(eps), True)
+    from .backward import norm
+    return norm("triton_rms", x, weight, None, eps)
 
 
 def run(name: str, x, weight=None, bias=None, eps: float = 1e-5):

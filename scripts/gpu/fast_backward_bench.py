@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch  # noqa: E402
 
 from reimpl import fast  # noqa: E402
-from reimpl.checks import peers  # noqa: E402
+from reimpl.checks import grid, peers  # noqa: E402
 from reimpl.checks.bench import METHODS, gpu_time  # noqa: E402
 from reimpl.checks.record import stamp  # noqa: E402
 
@@ -53,11 +53,7 @@ def fns(x, dy, w, b):
 
 
 def nbytes(kernel: str, M: int, N: int, size: int) -> int:
-    if kernel == "copy":
-        return 2 * M * N * size
-    if "rms_norm" in kernel:
-        return 3 * M * N * size + 4 * M + 2 * N * size
-    return 3 * M * N * size + 8 * M + 3 * N * size
+    return 2 * M * N * size if kernel == "copy" else grid.backward_bytes(M, N, size, "rms_norm" in kernel)
 
 
 def main(out: str, quick: bool = False) -> None:

@@ -8,11 +8,16 @@ of the repository's methods (reimpl.checks.bench.METHODS: pipelined; L2 flushed 
   forward+backward   through autograd (torch, the Triton rungs, Liger, quack's RMSNorm), the weight
                      and bias gradients included: GB/s counts x and y, then x, dy and dx, and
                      pct_copy compares with 2.5 copies
+  backward           the backward alone from the forward's saved statistics (torch's aten backward
+                     ops, every rung with a backward, Liger's through autograd.grad on a kept
+                     graph): dx, dweight and dbias; GB/s counts the copy-equivalent bytes
+                     (grid.backward_bytes), pct_copy compares that rate with the copy's
 
 Usage (a CUDA machine; peers optional, see scripts/gpu/unpack_peers.sh):
     python scripts/gpu/ladder_bench.py OUT.json [dtypes=fp32,bf16,fp16] [parts=tall,wide,model]
-        [passes=forward,forward+backward] [methods=pipelined,flushed]
-LADDER_KERNELS=a,b,... times only those kernels (copy and torch's always). Rows are written after
+        [passes=forward,forward+backward,backward] [methods=pipelined,flushed] [min_n=0]
+LADDER_KERNELS=a,b,... times only those kernels (copy and torch's always), min_n only the cells of
+rows of at least that many elements. Rows are written after
 every cell and merged into OUT.json by (method, dtype, M, N, pass, kernel): a run over part of the
 grid keeps the other rows, each row pointing at its run's stamp in `runs`, and the copy each kept
 row was compared against stays beside it. The committed record is results/ladder_bench.json."""
@@ -30,9 +35,10 @@ from reimpl.checks import grid, peers  # noqa: E402
 from reimpl.checks.bench import METHODS, gpu_time  # noqa: E402
 from reimpl.checks.record import stamp  # noqa: E402
 from reimpl.ladder import registry, triton_rungs  # noqa: E402
+from reimpl.ladder.backward import norm  # noqa: E402
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-PASSES = ("forward", "forward+backward")
+PASSES = ("forward", "forward+backward", "backward")
 SLOW = {"naive"}  # one thread per row: small cells only, with fewer calls
 REPS, ROUNDS = 20, 3
 EPS = 1e-5
@@ -104,9 +110,8 @@ def training_fns(x, w, b):
     fns = {"copy": lambda: x.clone(),
            "torch_layer_norm": step(lambda: F.layer_norm(xg, (N,), wg, bg, EPS), ln),
            "torch_rms_norm": step(lambda: F.rms_norm(xg, (N,), wg, EPS), rms)}
-    if N * 4 <= triton_rungs.MAX_FUSED_BYTES:  # the Triton backward holds a row in registers
-        fns["triton_ln"] = step(lambda: triton_rungs.layer_norm(xg, wg, bg, EPS), ln)
-        fns["triton_rms"] = step(lambda: triton_rungs.rms_norm(xg, wg, EPS), rms)
+    for e in registry.BACKWARD_RUNGS:
+        fns[e.name] = step(lambda e=e: norm(e.name, xg, wg, None if e.rms_norm else bg, EPS), rms if e.rms_norm else ln)
     liger_ln, liger_rms, quack_rms = peers.liger_layer_norm(), peers.liger_rms_norm(), peers.quack_rms_norm()
     if liger_ln:
         fns["liger_layer_norm"] = step(lambda: liger_ln(xg, wg, bg, EPS), ln)
@@ -114,6 +119,32 @@ def training_fns(x, w, b):
         fns["liger_rms_norm"] = step(lambda: liger_rms(xg, wg, EPS), rms)
     if quack_rms:
         fns["quack_rms_norm"] = step(lambda: quack_rms(xg, wg, EPS), rms)
+    return {k: f for k, f in fns.items() if wanted(k)}
+
+
+def backward_fns(x, w, b):
+    """The backward alone: torch's aten ops and every rung's backward from the forward's statistics,
+    Liger's through autograd.grad on a graph kept for the repeats."""
+    aten = torch.ops.aten
+    N = x.shape[-1]
+    dy = torch.randn_like(x)
+    _, mean, rstd = aten.native_layer_norm(x, [N], w, b, EPS)
+    _, rrstd = aten._fused_rms_norm(x, [N], w, EPS)
+    fns = {"copy": lambda: x.clone(),
+           "torch_layer_norm": lambda: aten.native_layer_norm_backward(dy, x, [N], mean, rstd, w, b, [True] * 3),
+           "torch_rms_norm": lambda: aten._fused_rms_norm_backward(dy, x, [N], rrstd, w, [True, True])}
+    for e in registry.BACKWARD_RUNGS:
+        run = e.backward_fn()
+        fns[e.name] = (lambda e=e, run=run: run(e.name, dy, x, w, None, None, rrstd.view(-1)) if e.rms_norm
+                       else run(e.name, dy, x, w, b, mean.view(-1), rstd.view(-1)))
+    xg, wg, bg = (t.detach().clone().requires_grad_(True) for t in (x, w, b))
+    liger_ln, liger_rms = peers.liger_layer_norm(), peers.liger_rms_norm()
+    if liger_ln:
+        y = liger_ln(xg, wg, bg, EPS)
+        fns["liger_layer_norm"] = lambda: torch.autograd.grad(y, (xg, wg, bg), dy, retain_graph=True)
+    if liger_rms:
+        yr = liger_rms(xg, wg, EPS)
+        fns["liger_rms_norm"] = lambda: torch.autograd.grad(yr, (xg, wg), dy, retain_graph=True)
     return {k: f for k, f in fns.items() if wanted(k)}
 
 
@@ -129,31 +160,36 @@ def time_cell(out, fns, method, cell):
 
 
 def main(path, dtypes=",".join(DTYPES), parts=",".join(grid.PARTS), passes=",".join(PASSES),
-         methods=",".join(METHODS)) -> None:
+         methods=",".join(METHODS), min_n="0") -> None:
     out = Out(path)
     for dname in dtypes.split(","):
         dtype = DTYPES[dname]
         for part, M, N in grid.cells(dtype.itemsize, parts.split(",")):
+            if N < int(min_n):
+                continue
             x = torch.randn(M, N, device="cuda", dtype=dtype)
             w, b = torch.randn(N, device="cuda", dtype=dtype), torch.randn(N, device="cuda", dtype=dtype)
             w32, b32 = w.float(), b.float()
             small = M * N <= grid.SLOW_MOST
             for ps in passes.split(","):
-                copies, nbytes = (1, 2 * M * N * x.element_size()) if ps == "forward" else (2.5, 5 * M * N * x.element_size())
                 for method in methods.split(","):
                     cell = {"dtype": dname, "M": M, "N": N, "pass": ps}
                     with torch.no_grad() if ps == "forward" else torch.enable_grad():
-                        fns = forward_fns(x, w, b, w32, b32) if ps == "forward" else training_fns(x, w, b)
+                        fns = (forward_fns(x, w, b, w32, b32) if ps == "forward" else
+                               training_fns(x, w, b) if ps == "forward+backward" else backward_fns(x, w, b))
                         ms = time_cell(out, fns, method, cell)
                         if ps == "forward" and small and wanted("naive"):
                             run = registry.BY_NAME["naive"].launch_fn()
                             ms.update(gpu_time({"naive": lambda: run("naive", x, w, b, EPS)}, reps=3, rounds=1,
                                                flush_l2=method == "flushed"))
-                    out.add([{"method": method, **cell, "part": part, "kernel": k, "ms": t,
-                              "gbps": nbytes / t / 1e6, "pct_copy": 100 * copies * ms["copy"] / t, "run": out.run}
-                             for k, t in ms.items()])
-                    print(method, dname, M, N, ps, {k: round(100 * copies * ms["copy"] / t) for k, t in ms.items()},
-                          flush=True)
+                    rows = []
+                    for k, t in ms.items():
+                        pct, gbps = grid.pct_and_gbps(ps, k, M, N, x.element_size(), t, ms["copy"])
+                        rows.append({"method": method, **cell, "part": part, "kernel": k, "ms": t, "gbps": gbps,
+                                     "pct_copy": pct, "run": out.run})
+                    out.add(rows)
+                    print(method, dname, M, N, ps, {r["kernel"]: round(r["pct_copy"]) for r in rows}, flush=True)
+                    del fns
             del x, w, b
 
 

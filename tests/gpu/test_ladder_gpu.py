@@ -62,16 +62,75 @@ def test_rms_rung_against_torch_rms_norm(rung):
 
 @pytest.mark.parametrize("shape", [(37, 768), (4096, 1000), (3, 12288)], ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=lambda d: str(d).removeprefix("torch."))
-@pytest.mark.parametrize("rung", [e.name for e in registry.RUNGS if e.cuda is None])
-def test_triton_backward_no_worse_than_torch(rung, dtype, shape):
-    """dX, dW (and dB) of the Triton rungs, against float64 autograd: within BACKWARD_FACTOR times
-    torch's own error, plus the storage type's rounding."""
+@pytest.mark.parametrize("rung", [e.name for e in registry.BACKWARD_RUNGS])
+def test_backward_no_worse_than_torch(rung, dtype, shape):
+    """dX, dW (and dB) of every rung with a backward, against float64 autograd: within BACKWARD_FACTOR
+    times torch's own error, plus the storage type's rounding."""
     _needs_triton(rung)
-    r = measure_backward(rung, dtype, *shape)
+    _within_backward_bound(measure_backward(rung, dtype, *shape))
+
+
+def _within_backward_bound(r):
     store = accuracy.STORAGE_ROUNDING[r["dtype"]]
     for g in ("dx", "dw", "db"):
         if f"{g}_rel_err" in r:
             assert r[f"{g}_rel_err"] <= accuracy.BACKWARD_FACTOR * r[f"{g}_rel_err_torch"] + 2 * store, (g, r)
+
+
+# widths that land on every layout of the CUDA backward (backward.back_plan): 4 to 32 lanes at 1 to 4
+# words, a block, clusters of 2, 4 and 8
+BACK_WIDTHS = (8, 64, 128, 256, 512, 520, 768, 1000, 4096, 8192, 12288, 16384, 32768, 65536)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).removeprefix("torch."))
+@pytest.mark.parametrize("rung", [e.name for e in registry.BACKWARD_RUNGS if e.cuda is not None])
+def test_cuda_backward_every_plan_within_its_bound(rung, dtype):
+    """The CUDA backward on every layout it takes, with and without weight and bias, rows few and
+    many (the persistent grid walks several rows a holder): within the backward's bound; and the
+    same bits twice (the partial sums are added in a fixed order)."""
+    from reimpl.ladder import backward
+    kinds = set()
+    for N in BACK_WIDTHS:
+        plan = backward.back_plan(N, dtype.itemsize)
+        if plan is None:
+            continue
+        kinds.add((plan.lanes, plan.vecs, plan.cluster))
+        for M in ((5, 2000) if N <= 8192 else (3, 300)):
+            _within_backward_bound(measure_backward(rung, dtype, M, N))
+        _within_backward_bound(measure_backward(rung, dtype, 37, N, affine=False))
+    assert {c for _, _, c in kinds} == {1, 2, 4, 8} and len({lanes for lanes, _, _ in kinds}) == 5, kinds
+    x, dy = (torch.randn(4099, 1536, device="cuda", dtype=dtype) for _ in range(2))
+    w, b = (torch.randn(1536, device="cuda", dtype=dtype) for _ in range(2))
+    rms = registry.BY_NAME[rung].rms_norm
+    _, mean, rstd = registry.BY_NAME[rung].launch_fn()(rung, x, w, None if rms else b)
+    first, again = (backward.run(rung, dy, x, w, None if rms else b, mean, rstd) for _ in range(2))
+    for a, c in zip(first, again):
+        assert a is None and c is None or torch.equal(a, c)
+
+
+@pytest.mark.parametrize("rung", [e.name for e in registry.BACKWARD_RUNGS if e.cuda is not None])
+def test_cuda_backward_in_a_graph_and_on_a_side_stream(rung):
+    """Captured in a CUDA graph, replays with new values give the eager call's bits; on a side stream
+    the launches follow that stream."""
+    from reimpl.ladder import backward
+    rms = registry.BY_NAME[rung].rms_norm
+    x, dy = (torch.randn(1000, 4096, device="cuda") for _ in range(2))
+    w, b = torch.randn(4096, device="cuda"), (None if rms else torch.randn(4096, device="cuda"))
+    _, mean, rstd = registry.BY_NAME[rung].launch_fn()(rung, x, w, b)
+    backward.run(rung, dy, x, w, b, mean, rstd)  # compiled and loaded before the capture
+    g = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        with torch.cuda.graph(g):
+            out = backward.run(rung, dy, x, w, b, mean, rstd)
+        dy.copy_(torch.randn_like(dy))
+        g.replay()
+        eager = backward.run(rung, dy, x, w, b, mean, rstd)
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    for a, c in zip(out, eager):
+        assert a is None and c is None or torch.equal(a, c)
 
 
 HELD_WIDTHS = (8, 64, 256, 768, 1024, 1280, 1536, 2048, 4096, 12288, 16384, 32768, 65536, 131072, 262144)

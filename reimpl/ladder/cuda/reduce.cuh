@@ -8,6 +8,9 @@ namespace ladder {
 constexpr unsigned FULL_MASK = 0xffffffffu;
 
 __device__ __forceinline__ float shfl_xor(float v, int mask) { return __shfl_xor_sync(FULL_MASK, v, mask); }
+__device__ __forceinline__ float2 shfl_xor(float2 v, int mask) {
+  return make_float2(__shfl_xor_sync(FULL_MASK, v.x, mask), __shfl_xor_sync(FULL_MASK, v.y, mask));
+}
 
 // --8<-- [start:reduce_scaffold]
 // Butterfly over the warp: afterwards every lane holds the whole warp's state, identical bits. The

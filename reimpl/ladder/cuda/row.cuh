@@ -155,20 +155,26 @@ __device__ __forceinline__ void pack(const float (&f)[VEC], Pack<__half, VEC>& w
   for (unsigned j = 0; j < VEC / 2; ++j) reinterpret_cast<__half2*>(&w)[j] = __floats2half2_rn(f[2 * j], f[2 * j + 1]);
 }
 
+// One word stored whole. The 16-byte store is written in PTX: as plain C++ the compiler merges it
+// with an element-wise branch beside it (both store the same values) into per-element stores,
+// eight 2-byte stores a word for 16-bit types.
+template <typename T, unsigned VEC>
+__device__ __forceinline__ void store_whole(T* y, const Pack<T, VEC>& o) {
+  if constexpr (sizeof(o) == 16) {
+    const uint4 v = *reinterpret_cast<const uint4*>(&o);
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(y), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+                 : "memory");
+  } else {
+    *reinterpret_cast<Pack<T, VEC>*>(y) = o;
+  }
+}
+
 // Writes the VEC outputs of the word at share position p: 16 bytes at once where the word is all this
-// row's, else only the row's own elements. The 16-byte store is written in PTX: as plain C++ the
-// compiler merges it with the element-wise branch (both store the same values) into per-element
-// stores, eight 2-byte stores a word for 16-bit types.
+// row's, else only the row's own elements.
 template <bool WHOLE = false, typename T, unsigned VEC, typename S>
 __device__ __forceinline__ void store_word(T* y, int p, const Pack<T, VEC>& o, const S& sh) {
   if (WHOLE ? sh.holds(p) : sh.whole(p)) {
-    if constexpr (sizeof(o) == 16) {
-      const uint4 v = *reinterpret_cast<const uint4*>(&o);
-      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(y + p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
-                   : "memory");
-    } else {
-      *reinterpret_cast<Pack<T, VEC>*>(y + p) = o;
-    }
+    store_whole(y + p, o);
   } else if constexpr (!WHOLE) {
 #pragma unroll
     for (unsigned j = 0; j < VEC; ++j)
