@@ -28,6 +28,7 @@ TRIOS = (("row_held", "liger_layer_norm", "torch_layer_norm"), ("rms_row_held", 
          ("triton_ln", "liger_layer_norm", "torch_layer_norm"), ("triton_rms", "liger_rms_norm", "torch_rms_norm"))
 SHOWN = 2  # cells named in a summary cell; the rest are counted
 SHOWN_SHAPES = 5  # shapes named in a verdict line
+SHORT = {"row_held": "LN", "rms_row_held": "RMS"}  # the probe table's column heads
 _CMD = "python scripts/gpu/ladder_bench.py results/ladder_bench.json fp32,bf16,fp16 tall,wide,model backward"
 
 
@@ -140,11 +141,12 @@ def probe_table() -> str:
     cells = sorted({(r["dtype"], r["M"], r["N"]) for r in d["rows"]})
     dtypes = list(dict.fromkeys(dt for dt, _, _ in cells))
     cols = [(k, dt) for k in ("row_held", "rms_row_held") for dt in dtypes]
-    lines = [caption(f"Median % of copy of the CUDA backward over the probe's cells that every setting holds "
+    lines = [caption(f"Median % of copy of the CUDA backward (LN: `row_held`'s, RMS: `rms_row_held`'s) over the "
+                     f"probe's cells that every setting holds "
                      f"({len(cells)} cells in all, rows of 128 to 65536; a setting whose layout cannot hold a row "
                      "skips it); the first setting is the one committed", d, "pipelined"),
              "| setting | prefetch | max threads a block | max elements a thread | "
-             + " | ".join(f"`{k}`<br>{dt}" for k, dt in cols) + " |",
+             + " | ".join(f"{SHORT[k]} {dt}" for k, dt in cols) + " |",
              "|---|---|---:|---:|" + "---:|" * len(cols)]
     for name, s in d["settings"].items():
         prefetch = "yes" if "-DBACK_PREFETCH=1" in s["options"] else "no"

@@ -144,12 +144,13 @@ def newest_copy(rows: list) -> list:
     return [r for r in rows if r["kernel"] != "copy" or r["run"] == newest[(r["M"], r["N"])]]
 
 
-def large_summary(rows: list, dtype: str) -> dict:
-    """kernel -> (median, lowest, cells) of its % of copy over the large cells (grid.large) of `rows`."""
+def large_summary(rows: list, dtype: str, field: str = "pct_copy") -> dict:
+    """kernel -> (median, lowest, cells) of its `field` (% of copy, or GB/s) over the large cells
+    (grid.large) of `rows`."""
     out: dict = {}
     for r in rows:
         if grid.large(r["M"], r["N"], ITEMSIZE[dtype]):
-            out.setdefault(r["kernel"], []).append(r["pct_copy"])
+            out.setdefault(r["kernel"], []).append(r[field])
     return {k: (median(v), min(v), len(v)) for k, v in out.items()}
 
 
@@ -387,11 +388,18 @@ def _passes_stamp(d: dict, passes: tuple) -> dict:
             "date": " and ".join(dict.fromkeys(st["date"] for st in stamps.values()))}
 
 
-def _index_speed(summaries: dict, name: str) -> list[str]:
+def _rate(summaries: dict, name: str) -> str:
+    """The median GB/s per index dtype, or nothing where none was timed."""
+    vals = _index_speed(summaries, name, low=False)
+    return " / ".join(vals) + " GB/s" if any(v != "not timed" for v in vals) else ""
+
+
+def _index_speed(summaries: dict, name: str, low: bool = True) -> list[str]:
+    """A rung's median per index dtype, with its lowest in brackets where `low`."""
     out = []
     for dt in INDEX_DTYPES:
-        med, low, n = summaries.get(dt, {}).get(name, (None, None, 0))
-        out.append(f"{med:.0f} ({low:.0f})" if n else "not timed")
+        med, least, n = summaries.get(dt, {}).get(name, (None, None, 0))
+        out.append(("not timed" if not n else f"{med:.0f} ({least:.0f})" if low else f"{med:.0f}"))
     return out
 
 
@@ -404,14 +412,17 @@ def rung_index(page: str = "") -> str:
     d = load(BENCH)
     summaries = {dt: large_summary(_bench_rows(dt, "forward"), dt) for dt in INDEX_DTYPES} if d else {}
     backwards = {dt: large_summary(_bench_rows(dt, "backward"), dt) for dt in INDEX_DTYPES} if d else {}
+    rates = {p: {dt: large_summary(_bench_rows(dt, p), dt, "gbps") for dt in INDEX_DTYPES} if d else {}
+             for p in ("forward", "backward")}
     anchors = set(re.findall(r"\{ #([\w-]+) \}", page))
-    head = (caption(f"Every rung: its idea and whose it is, forward % of copy over the shared grid's cells of at "
-                    f"least {grid.LARGE >> 20} MB (median, lowest), and under it, for a rung with a backward, the "
-                    "whole backward's; the stated error bound of its forward (relative, no unit)",
+    head = (caption(f"Every rung: its idea and whose it is, its forward's % of copy over the shared grid's cells of "
+                    f"at least {grid.LARGE >> 20} MB (median, lowest) and GB/s (median), and under them, for a rung "
+                    "with a backward, the whole backward's; the stated error bound of its forward (relative, no "
+                    "unit)",
                     _passes_stamp(d, ("forward", "backward")), PIPELINED) if d else "")
     # no step number: the sections below number only the rungs they teach (one is an exercise)
-    lines = [head, "| rung, its GPU test | the idea it adds | whose idea | % of copy, " + " / ".join(INDEX_DTYPES)
-             + " (forward; backward under it) | stated bound, normal rows (fp32 / bf16) |",
+    lines = [head, "| rung, its GPU test | the idea it adds | whose idea | % of copy (lowest), GB/s; "
+             + " / ".join(INDEX_DTYPES) + " | stated bound, normal rows (fp32 / bf16) |",
              "|---|---|---|---:|---|"]
     rules = {}
     for e in registry.RUNGS:
@@ -420,9 +431,10 @@ def rung_index(page: str = "") -> str:
         if e.rms_norm:
             name += " (RMSNorm)"
         name += f"<br>test: `-k {e.run.removeprefix(RUN_PREFIX)}`"
-        speed = " / ".join(_index_speed(summaries, e.name))
+        speed = " / ".join(_index_speed(summaries, e.name)) + "<br>" + _rate(rates["forward"], e.name)
         if e.backward is not None:
-            speed += "<br>backward: " + " / ".join(_index_speed(backwards, e.name))
+            speed += ("<br>backward: " + " / ".join(_index_speed(backwards, e.name)) + "<br>"
+                      + _rate(rates["backward"], e.name))
         (b32, why), (b16, _) = (accuracy.bound(e.name, dt, "normal") for dt in ("float32", "bfloat16"))
         rules.setdefault(e.bound_family, why)
         lines.append(f"| {name} | {_cell(e.idea)} | {_cell(e.credit)} | {speed}"
