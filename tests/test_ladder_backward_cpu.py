@@ -21,6 +21,16 @@ def test_backward_compiles_for_sm90_without_warnings():
         2 * len(backward.back_table(i)) + 1 for i in (4, 2, 2))
 
 
+def test_kernel_constants_are_the_launcher_s():
+    """The kernel's launch bound and the launcher's block limit are one number; the warp plans' block
+    is the forward's."""
+    import re
+    cu = (ROOT / backward.SOURCE_FILE).read_text()
+    assert int(re.search(r"constexpr unsigned BACK_MAX_BLOCK = (\d+);", cu).group(1)) == backward.BACK_MAX_BLOCK
+    assert "__launch_bounds__(LANES ? REGS_WARP_BLOCK : BACK_MAX_BLOCK)" in cu
+    assert all(backward.back_plan(N, 4).block == launch.REGS_WARP_BLOCK for N in (8, 64, 512))
+
+
 def test_backward_entries_name_their_files_and_sections():
     for e in registry.BACKWARD_RUNGS:
         assert callable(e.backward_fn()) and callable(e.launch_fn()), e
@@ -242,3 +252,21 @@ def test_rung_index_shows_the_backward_of_the_rungs_that_have_one():
     for e in registry.RUNGS:
         row = next(line for line in text.splitlines() if f"`{e.name}`" in line and line.startswith("|"))
         assert ("backward:" in row) == (e.backward is not None), e.name
+
+
+def test_holders_picture_is_the_recorded_launch():
+    """rungs.md's picture of the CUDA backward: its holders are the recorded launch's blocks, every row
+    is drawn once in the holder the kernel's loop gives it (row r with holder r mod G), and the column
+    sum's grid is the recorded one."""
+    import re
+    from reimpl.docsite import thread_diagrams as td
+    from reimpl.docsite.diagrams import DIAGRAMS
+    svg = DIAGRAMS["backward_holders"]("")
+    wk = td.backward_walk()
+    G = wk["main"].grid[0]
+    assert G == td.BACKWARD_SMS and f"data-holders='{G}'" in svg
+    drawn = {int(r): int(h) for r, h in re.findall(r"data-row='(\d+)' data-holder='(\d+)'", svg)}
+    assert drawn == {r: r % G for r in range(td.BACKWARD_M)}
+    sums = wk["sums"]
+    assert sums.grid[:2] == (-(-td.BACKWARD_N // 32), 2) and f"data-sums-grid='{sums.grid[0]},{sums.grid[1]}'" in svg
+    assert "{% diagram backward_holders %}" in (ROOT / "docs/ladder/rungs.md").read_text()

@@ -222,4 +222,5 @@ DIAGRAMS = {"dispatch": dispatch, "warp_shuffle": warp_shuffle, "interwarp": int
             "lanes_vectorized": thread_diagrams.lanes_vectorized,
             "lanes_shfl_down": thread_diagrams.lanes_shfl_down,
             "lanes_smem_rounds": thread_diagrams.lanes_smem_rounds,
-            "tile_gamma_beta": thread_diagrams.tile_gamma_beta}
+            "tile_gamma_beta": thread_diagrams.tile_gamma_beta,
+            "backward_holders": thread_diagrams.backward_holders}

@@ -11,6 +11,8 @@ kernel's indexing does with that launch:
   lanes_smem_rounds  compute_stats: the shared-memory rounds across the block's warps
   tile_gamma_beta    GammaBetaBackwardCUDAKernelTemplate: the tile of dY and X a block walks, for
                      M = 32, 100, 200, 4096 (template arguments parsed from the recorded kernel name)
+  backward_holders   the ladder's CUDA backward (ln_row_held_backward): the rows each resident block
+                     walks, the partial rows they write and the column sum that adds them
 
 The numbers a picture shows are also emitted as data-* attributes; tests/test_thread_diagrams_cpu.py
 reads them back and compares them with the recorded launches and with the emulator's step traces of
@@ -27,6 +29,8 @@ FORWARD_NS = (16, 512, 1000, 4096)   # row lengths drawn by lanes_vectorized
 STATS_N = 512                        # the row whose launch the two compute_stats pictures use
 GAMMA_BETA_MS = (32, 100, 200, 4096)  # row counts drawn by tile_gamma_beta
 GAMMA_BETA_N = 64                    # columns of those backward inputs: two blocks along x
+BACKWARD_M, BACKWARD_N = 10, 4096     # backward_holders: rows of float32 that one block holds each
+BACKWARD_SMS = 3                      # on a toy device of 3 SMs: three holders
 # GammaBetaBackwardCUDAKernelTemplate's template parameters, in order (reimpl/mirror/kernel_table.py)
 GAMMA_BETA_PARAMS = ("T", "T_ACC", "block_dim_x", "block_dim_y", "rows_per_block_y", "partial_reduction",
                      "aligned_grid", "rms_norm")
@@ -546,5 +550,77 @@ def tile_gamma_beta(root: str = "") -> str:
                 caption)
 
 
+# ---- 5. the ladder's CUDA backward: which holder walks which rows, and the two launches ---------------
+def backward_walk(M: int = BACKWARD_M, N: int = BACKWARD_N, sms: int = BACKWARD_SMS) -> dict:
+    """The launches reimpl.ladder.backward.run records for `row_held` on M float32 rows of N (a block
+    plan: a block holds a row) on a device of `sms` SMs that keep one block each, and the rows each
+    holder walks: ln_row_held_backward's loop, row = g, g + G, ... with G the holders in the grid."""
+    import torch
+    from ..device import runtime
+    from ..ladder import backward
+    x, w, stats = torch.zeros(M, N), torch.ones(N), torch.zeros(M)
+    props = {**runtime.H100_PROPERTIES, "multiProcessorCount": sms, "resident_blocks": 1}
+    with runtime.use(runtime.RecordingRuntime(props)) as rt:
+        backward.run("row_held", x, x, w, w, stats, stats)
+    main, sums = rt.launches
+    plan = backward.back_plan(N, 4)
+    if plan.lanes or plan.cluster > 1:
+        raise ValueError(f"rows of {N} floats are not held by one block: {plan}")
+    G = main.grid[0]
+    return {"M": M, "N": N, "main": main, "sums": sums, "holders": G,
+            "rows": {h: list(range(h, M, G)) for h in range(G)}}
+
+
+def backward_holders(root: str = "") -> str:
+    """The CUDA backward on a toy device: each row of x and dy coloured by the holder (a block here)
+    that walks it, the holders' partial rows, and the column sum that adds them."""
+    name = "backward_holders"
+    wk = backward_walk()
+    M, G, main, sums = wk["M"], wk["holders"], wk["main"], wk["sums"]
+    W, left, bw, rh = 720, 60, 300, 17
+    b, y = _heading(10, 16, f"ln_row_held_backward then column_sums: {M} rows of {wk['N']} floats, "
+                            f"{G} SMs keeping one block each", W - 20)
+    top = y + 6
+    b.append(_text(left, top - 2, "x, dy: one row at a time per holder; dx written as the row is done",
+                   size=9, dim=True))
+    owner = {r: h for h, rows in wk["rows"].items() for r in rows}
+    for r in range(M):
+        ry = top + 4 + r * (rh + 3)
+        h = owner[r]
+        b.append(_text(left - 6, ry + rh - 5, f"row {r}", "end", size=10))
+        b.append(_rect(left, ry, bw, rh, fill=_colour(h), data={"row": r, "holder": h}))
+        b.append(_text(left + bw / 2, ry + rh - 5, f"block {h}, step {wk['rows'][h].index(r) + 1}", "middle",
+                       size=9))
+    # each holder's running sums, then its partial row
+    hx, hw = left + bw + 40, 290
+    for h in range(G):
+        hy = top + 4 + h * 46
+        rows = wk["rows"][h]
+        b.append(_rect(hx, hy, hw, 38, fill=_colour(h), data={"partial": h, "rows": ",".join(map(str, rows))}))
+        b.append(_text(hx + 6, hy + 15, f"block {h}: rows {', '.join(map(str, rows))}", size=10))
+        b.append(_text(hx + 6, hy + 30, "dgamma, dbeta kept in registers", size=9, dim=True))
+        for r in rows:
+            ry = top + 4 + r * (rh + 3) + rh / 2
+            b.append(_line(left + bw, ry, hx, hy + 19, opacity=0.3))
+    py = top + 4 + G * 46 + 8
+    b.append(_text(hx, py + 6, f"part: {G} rows of {wk['N']} (one a block), float32", size=10))
+    sy = py + 24
+    b.append(_line(hx + hw / 2, py + 10, hx + hw / 2, sy + 2, opacity=0.7, arrow=f"{name}-arrow"))
+    gx, gy = sums.grid[0], sums.grid[1]
+    b.append(_rect(hx, sy + 4, hw, 38, fill=PALETTE[0], opacity=0.15,
+                   data={"sums-grid": f"{gx},{gy}", "sums-block": ",".join(map(str, sums.block[:2]))}))
+    b.append(_text(hx + 6, sy + 19, f"column_sums: grid ({gx}, {gy}), block (32, 32)", size=10))
+    b.append(_text(hx + 6, sy + 34, f"column j adds part[0..{G - 1}][j] in order", size=9, dim=True))
+    h_ = max(top + 4 + M * (rh + 3), sy + 46) + 4
+    caption = [f"The first launch has {main.grid[0]} blocks of {main.block[0]} threads, as many as stay resident "
+               f"(here one an SM); block r takes rows r, r + {G}, r + {2 * G}, ..., one a step. Each block keeps its columns' "
+               "dgamma and dbeta from row to row and writes them once, as its partial row.",
+               "Drawn from the launches the launcher records on the CPU (a RecordingRuntime told the device has "
+               f"{BACKWARD_SMS} SMs); on an H100 the same rule gives 132 or more holders."]
+    return _svg(name, W, h_, b, "The CUDA backward: rows walked by each resident block, partial rows, column sums",
+                caption, defs=_arrow_def(f"{name}-arrow"), data={"holders": G, "rows": M})
+
+
 THREAD_DIAGRAMS = {"lanes_vectorized": lanes_vectorized, "lanes_shfl_down": lanes_shfl_down,
-                   "lanes_smem_rounds": lanes_smem_rounds, "tile_gamma_beta": tile_gamma_beta}
+                   "lanes_smem_rounds": lanes_smem_rounds, "tile_gamma_beta": tile_gamma_beta,
+                   "backward_holders": backward_holders}

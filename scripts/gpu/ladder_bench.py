@@ -5,7 +5,7 @@ of the repository's methods (reimpl.checks.bench.METHODS: pipelined; L2 flushed 
 
   forward            y from x, weight and bias (RMSNorm: weight): GB/s counts one read of x and one
                      write of y, pct_copy is the copy's time over the kernel's
-  forward+backward   through autograd (torch, the Triton rungs, Liger, quack's RMSNorm), the weight
+  forward+backward   through autograd (torch, every rung with a backward, Liger, quack's RMSNorm), the weight
                      and bias gradients included: GB/s counts x and y, then x, dy and dx, and
                      pct_copy compares with 2.5 copies
   backward           the backward alone from the forward's saved statistics (torch's aten backward
