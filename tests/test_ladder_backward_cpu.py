@@ -111,6 +111,10 @@ def test_bad_input_is_refused_before_any_launch():
             backward.run("rms_row_held", x, x, None, torch.zeros(64), None, s)
         with pytest.raises(ValueError, match="mean and rstd"):
             backward.run("row_held", x, x, None, None, None, s)
+        with pytest.raises(ValueError, match="rstd must hold the forward's 4 float32 values"):
+            backward.run("row_held", x, x, None, None, s, s[:3])
+        with pytest.raises(ValueError, match="mean must hold"):
+            backward.run("row_held", x, x, None, None, s.double(), s)
         with pytest.raises(ValueError, match="name must be one of"):
             backward.run("block_vec", x, x, None, None, s, s)
         odd = torch.zeros(4, 63)

@@ -115,6 +115,10 @@ def run(name: str, dy, x, weight=None, bias=None, mean=None, rstd=None):
         raise ValueError(f"{who}: {'rstd' if rms else 'mean and rstd'} from the forward are needed")
     X, DY = x.contiguous(), dy.contiguous()
     M = X.numel() // N if N else 0
+    for arg, t in (("rstd", rstd),) + ((() if rms else (("mean", mean),))):
+        if t.numel() != M or t.dtype != torch.float32 or t.device != x.device:
+            raise ValueError(f"{who}: {arg} must hold the forward's {M} float32 values on {x.device}")
+    rstd, mean = rstd.contiguous(), (None if rms else mean.contiguous())
     DX = torch.empty_like(X)
     grads = torch.zeros((2, N), dtype=x.dtype, device=x.device)  # no rows: zero gradients, as torch's
     if M and N:
