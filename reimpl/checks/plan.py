@@ -14,6 +14,19 @@ def host_launches(case) -> list[runtime.Launch]:
     return rt.launches
 
 
+def ladder_backward_launches(name: str, M: int, N: int, sms: int, resident_blocks: int) -> list[runtime.Launch]:
+    """The launches the ladder's CUDA backward (reimpl.ladder.backward.run) makes for rung `name` on
+    M float32 rows of N with weight and bias, on a device of `sms` SMs that keep `resident_blocks`
+    blocks each (CPU tensors: nothing runs)."""
+    import torch
+    from ..ladder import backward
+    x, w, stats = torch.zeros(M, N), torch.ones(N), torch.zeros(M)
+    props = {**runtime.H100_PROPERTIES, "multiProcessorCount": sms, "resident_blocks": resident_blocks}
+    with runtime.use(runtime.RecordingRuntime(props)) as rt:
+        backward.run(name, x, x, w, None if backward.RUNGS[name] else w, stats, stats)
+    return rt.launches
+
+
 def kernel_facts(arch: str = "sm_90") -> dict[str, tuple[str, int]]:
     """Kernel.expr -> (demangled signature, static shared bytes), from our cubin."""
     from ..device import compile as compile_mod, cubin

@@ -555,14 +555,9 @@ def backward_walk(M: int = BACKWARD_M, N: int = BACKWARD_N, sms: int = BACKWARD_
     """The launches reimpl.ladder.backward.run records for `row_held` on M float32 rows of N (a block
     plan: a block holds a row) on a device of `sms` SMs that keep one block each, and the rows each
     holder walks: ln_row_held_backward's loop, row = g, g + G, ... with G the holders in the grid."""
-    import torch
-    from ..device import runtime
+    from ..checks.plan import ladder_backward_launches
     from ..ladder import backward
-    x, w, stats = torch.zeros(M, N), torch.ones(N), torch.zeros(M)
-    props = {**runtime.H100_PROPERTIES, "multiProcessorCount": sms, "resident_blocks": 1}
-    with runtime.use(runtime.RecordingRuntime(props)) as rt:
-        backward.run("row_held", x, x, w, w, stats, stats)
-    main, sums = rt.launches
+    main, sums = ladder_backward_launches("row_held", M, N, sms, 1)
     plan = backward.back_plan(N, 4)
     if plan.lanes or plan.cluster > 1:
         raise ValueError(f"rows of {N} floats are not held by one block: {plan}")
