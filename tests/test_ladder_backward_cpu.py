@@ -274,3 +274,26 @@ def test_holders_picture_is_the_recorded_launch():
     sums = wk["sums"]
     assert sums.grid[:2] == (-(-td.BACKWARD_N // 32), 2) and f"data-sums-grid='{sums.grid[0]},{sums.grid[1]}'" in svg
     assert "{% diagram backward_holders %}" in (ROOT / "docs/ladder/rungs.md").read_text()
+
+
+def test_triton_resources_back_the_page():
+    """results/triton_backward_resources.json was compiled at the warps the rung uses (bwd_plan); what
+    rungs.md says of it holds: no stack frame below tiles of 8192 columns, one in every instance at
+    16384, triton_rms's there over three kilobytes at 32 registers."""
+    import json
+    from reimpl.docsite import backward_tables
+    from reimpl.ladder import triton_rungs
+    d = json.loads(backward_tables.TRITON_RESOURCES.read_text())
+    assert {r["block"] for r in d["rows"]} == {1 << k for k in range(6, 15)} and d["target"] == "sm_90"
+    for r in d["rows"]:
+        assert triton_rungs.bwd_plan(r["block"]) == (r["block"], r["num_warps"]), r
+        if r["block"] < 8192:
+            assert r["stack_bytes"] == 0, r
+        if r["block"] == 16384:
+            assert r["stack_bytes"] > 0, r
+            if r["kernel"] == "triton_rms":
+                assert r["stack_bytes"] > 3000 and r["registers"] == 32, r
+    assert "{% triton_backward_resources %}" in (ROOT / "docs/ladder/rungs.md").read_text()
+    for N in range(1, 40000, 7):  # the tile is N's next power of two
+        block, _ = triton_rungs.bwd_plan(N)
+        assert block >= N and (block == 1 or block // 2 < N) and block & (block - 1) == 0, N

@@ -10,6 +10,8 @@ results/ladder_bench.json (scripts/gpu/ladder_bench.py) and from results/backwar
                                   RMSNorm
     {% ladder_backward_verdict %} per rung, the cells of at least 32 MB where Liger's backward is
                                   faster, over every dtype and method
+    {% triton_backward_resources %} registers and stack frame a thread of the Triton backward's
+                                  program per tile (results/triton_backward_resources.json)
     {% backward_probe %}          the CUDA backward's settings, each one's median % of copy over the
                                   probe's cells
 
@@ -23,12 +25,14 @@ from ..checks import grid
 from .ladder_tables import BENCH, ITEMSIZE, MISSING, RESULTS, TABLE_METHOD, caption, load, newest_copy, nowrap, rows_stamp
 
 PROBE = RESULTS / "backward_probe.json"
+TRITON_RESOURCES = RESULTS / "triton_backward_resources.json"
 # (ours, Liger's, torch's): each backward rung beside the peer and the torch op of its norm
 TRIOS = (("row_held", "liger_layer_norm", "torch_layer_norm"), ("rms_row_held", "liger_rms_norm", "torch_rms_norm"),
          ("triton_ln", "liger_layer_norm", "torch_layer_norm"), ("triton_rms", "liger_rms_norm", "torch_rms_norm"))
 SHOWN = 2  # cells named in a summary cell; the rest are counted
 SHOWN_SHAPES = 5  # shapes named in a verdict line
 SHORT = {"row_held": "LN", "rms_row_held": "RMS"}  # the probe table's column heads
+SHORT_TRITON = {"triton_ln": "LN", "triton_rms": "RMS"}
 _CMD = "python scripts/gpu/ladder_bench.py results/ladder_bench.json fp32,bf16,fp16 tall,wide,model backward"
 
 
@@ -182,3 +186,23 @@ def verdict() -> str:
                    + (f" Not timed in {untimed} measurements: rows past what the rung's backward holds."
                       if (untimed := sum(len(s["not_timed"]) for s in mine)) else ""))
     return "\n".join(out) + "\n"
+
+
+def triton_resources_table() -> str:
+    d = load(TRITON_RESOURCES)
+    if d is None:
+        return MISSING.format(cmd="python scripts/triton_backward_resources.py results/triton_backward_resources.json",
+                              file=TRITON_RESOURCES.name)
+    cell = {(r["block"], r["dtype"], r["kernel"]): r for r in d["rows"]}
+    cols = [(dt, k) for dt in dict.fromkeys(r["dtype"] for r in d["rows"]) for k in ("triton_ln", "triton_rms")]
+    lines = [f"*Registers / stack bytes a thread of the Triton backward's dX program (`ln_bwd_dx`), per tile (its "
+             f"columns: rows of half a tile plus one to a whole tile) at the warps the rung uses; Triton "
+             f"{d['triton']}, compiled for {d['target']}, read by cuobjdump -res-usage ({d['cuobjdump']}), "
+             f"{d['date']}. A stack frame lives in local memory.*\n",
+             "| tile | warps | " + " | ".join(f"{dt} {SHORT_TRITON[k]}" for dt, k in cols) + " |",
+             "|---:|---:|" + "---:|" * len(cols)]
+    for block in sorted({r["block"] for r in d["rows"]}):
+        first = cell[(block, cols[0][0], cols[0][1])]
+        vals = [f"{cell[(block, dt, k)]['registers']} / {cell[(block, dt, k)]['stack_bytes']}" for dt, k in cols]
+        lines.append(f"| {block} | {first['num_warps']} | " + " | ".join(vals) + " |")
+    return "\n".join(lines) + "\n"

@@ -12,7 +12,8 @@
                              (reimpl/docsite/ladder_tables.py)
     {% ladder_grid %}, {% ladder_grid_ncu %}, {% triton_plan %}   the top rungs over the shared grid,
                              their profile and the Triton plan's probe (reimpl/docsite/grid_tables.py)
-    {% ladder_backward_grid %}, {% ladder_backward DTYPE %}, {% ladder_backward_verdict %}, {% backward_probe %}
+    {% ladder_backward_grid %}, {% ladder_backward DTYPE %}, {% ladder_backward_verdict %}, {% backward_probe %},
+    {% triton_backward_resources %}
                              the backward rungs
                              over the shared grid and the CUDA backward's probe (reimpl/docsite/backward_tables.py)
     {% fast_* ARG %}, {% ladder_ncu PASS %}   reimpl.fast's page (reimpl/docsite/fast_tables.py)
@@ -110,6 +111,8 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return backward_tables.cells_table(arg)
         if kind == "ladder_backward_verdict" and not arg:
             return backward_tables.verdict()
+        if kind == "triton_backward_resources" and not arg:
+            return backward_tables.triton_resources_table()
         if kind == "backward_probe" and not arg:
             return backward_tables.probe_table()
         if kind == "rung_index" and not arg:

@@ -31,6 +31,13 @@ def fwd_plan(N: int, itemsize: int) -> tuple[int, int, int]:
     return block, rows, warps
 
 
+def bwd_plan(N: int) -> tuple[int, int]:
+    """(BLOCK, num_warps) of the backward's program for rows of N: the whole row in one tile of N's
+    next power of two, 8 warps from tiles of 4096 columns on, else 4."""
+    block = 1 << max(N - 1, 0).bit_length()
+    return block, 8 if block >= 4096 else 4
+
+
 @functools.cache
 def _kernels():
     import triton
@@ -176,7 +183,7 @@ def backward(dy, x, weight, bias, mean, rstd, rms: bool):
     N = x.shape[-1]
     X, DY = x.reshape(-1, N).contiguous(), dy.reshape(-1, N).contiguous()
     M = X.shape[0]
-    BLOCK = triton.next_power_of_2(N)
+    BLOCK, warps = bwd_plan(N)
     if BLOCK * 4 > MAX_FUSED_BYTES:
         raise NotImplementedError(f"the Triton backward rung holds a row in registers: N <= {MAX_FUSED_BYTES // 4}")
     programs = min(M, 4 * torch.cuda.get_device_properties(x.device).multi_processor_count) or 1
@@ -185,7 +192,7 @@ def backward(dy, x, weight, bias, mean, rstd, rms: bool):
     part = torch.empty((2, programs, N), dtype=torch.float32, device=x.device)
     ln_bwd_dx[(programs,)](X, DY, DX, weight, mean, rstd, part[0], part[1], N, M, N, rows_per_prog,
                            BLOCK=BLOCK, HAS_W=weight is not None, HAS_B=bias is not None, RMS=rms,
-                           num_warps=8 if BLOCK >= 4096 else 4)
+                           num_warps=warps)
     grads = []
     for i, p in enumerate((weight, bias)):
         if p is None:
