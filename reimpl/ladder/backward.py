@@ -17,16 +17,18 @@ import functools
 
 from ..device import runtime
 from ..device.kernel_types import KernelTemplate, float_
+from . import registry
 from .launch import (REGS_CLUSTERS, REGS_WARP_BLOCK, REGS_WARP_LANES, REGS_WARP_VECS, STORAGE, RegsPlan,
                      cuda_source, launch, regs_block, storage_type)
 
-SOURCE_FILE = "reimpl/ladder/cuda/ln_row_held_backward.cu"
+# the rungs whose backward is this file's (the registry declares both): name -> RMSNorm or not
+SOURCE_FILE = registry.BY_NAME["row_held"].backward_source
+RUNGS = {e.name: e.rms_norm for e in registry.BACKWARD_RUNGS if e.backward_source == SOURCE_FILE}
 BACK_EPT = 16           # the most elements a thread holds
 BACK_MAX_BLOCK = 512    # the kernel's launch bound: up to 128 registers a thread
 BACK_RESIDENT_BLOCKS = 2  # blocks an SM is taken to hold where the runtime cannot say (no device)
 _PARAMS = ("ptr",) * 8 + ("int64", "int64")
 _SUM_PARAMS = ("ptr", "ptr", "int64", "int64")
-RUNGS = {"row_held": False, "rms_row_held": True}  # the rungs with this backward: RMS or not
 
 
 def back_plan(N: int, itemsize: int) -> RegsPlan | None:
@@ -148,7 +150,6 @@ def run(name: str, dy, x, weight=None, bias=None, mean=None, rstd=None):
 @functools.cache
 def _function():
     import torch
-    from . import registry
 
     class RungNorm(torch.autograd.Function):
         """A rung's forward and its backward (the entry's `backward`) under autograd."""
