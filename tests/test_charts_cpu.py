@@ -44,7 +44,10 @@ def _stamp(d: dict, directive: str) -> dict:
     benchmark) is stamped by the runs of the pass it draws."""
     if "runs" not in d:
         return d
-    from reimpl.docsite.ladder_tables import rows_stamp
+    from reimpl.docsite.ladder_tables import errors_stamp, rows_stamp
+    if "ladder_errors " in directive:  # a rung's error rows come from one run
+        rung = directive.split()[2]
+        return errors_stamp(d, {r.get("run", 0) for r in d["rows"] if r["rung"] == rung})
     pass_ = "forward+backward" if "training" in directive else "backward" if "backward" in directive else "forward"
     return rows_stamp(d, [r for r in d["rows"] if r["pass"] == pass_])
 

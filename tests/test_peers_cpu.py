@@ -6,13 +6,13 @@ import pytest
 
 from reimpl.checks import peers
 
-ACCESSORS = ("liger_softmax", "liger_cross_entropy", "liger_layer_norm", "liger_rms_norm",
+ACCESSORS = ("apex_layer_norm", "liger_softmax", "liger_cross_entropy", "liger_layer_norm", "liger_rms_norm",
              "quack_softmax", "quack_cross_entropy", "quack_rms_norm", "quack_layer_norm")
 
 
 def test_versions():
     v = peers.versions()
-    assert {"liger_kernel", "triton", "quack", "cutlass_dsl"} <= set(v)
+    assert {"apex", "liger_kernel", "triton", "quack", "cutlass_dsl"} <= set(v)
     assert all(x is None or (isinstance(x, str) and x) for x in v.values())
 
 

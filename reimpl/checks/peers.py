@@ -40,11 +40,20 @@ def _add_peers_dir() -> None:
                 sys.path.insert(0, p)
 
 
+def _apex_dir() -> str | None:
+    """REIMPL_APEX_DIR: where scripts/gpu/build_apex_layer_norm.py built apex's fused LayerNorm."""
+    return os.environ.get("REIMPL_APEX_DIR")
+
+
 def versions() -> dict:
     """name -> version string, or None where the module cannot be found. Reads metadata only: importing
-    quack would load the CuTe DSL compiler (seconds), too much for a stamp."""
+    quack would load the CuTe DSL compiler (seconds), too much for a stamp. apex's is the commit its
+    sources came from, where it was built."""
     _add_peers_dir()
     out = {}
+    apex = _apex_dir()
+    commit = os.path.join(apex, "COMMIT") if apex else None
+    out["apex"] = open(commit).read().strip() if commit and os.path.isfile(commit) else None
     for name, (module, dist) in _DISTS.items():
         try:
             found = importlib.util.find_spec(module) is not None
@@ -107,6 +116,21 @@ def liger_rms_norm():
         from liger_kernel.ops.rms_norm import LigerRMSNormFunction
         return lambda x, w, eps: LigerRMSNormFunction.apply(x, w, eps, 0.0, "llama", False)
     return _load("liger_rms_norm", build)
+
+
+def apex_layer_norm():
+    """f(x, w, b, eps): apex's fused LayerNorm forward, fused_layer_norm_cuda.forward_affine(input,
+    normalized_shape, gamma, beta, epsilon) -> [output, mean, invvar] (apex csrc/layer_norm_cuda.cpp),
+    built by scripts/gpu/build_apex_layer_norm.py into REIMPL_APEX_DIR."""
+    def build():
+        apex = _apex_dir()
+        if not apex:
+            raise ImportError("REIMPL_APEX_DIR is not set (scripts/gpu/build_apex_layer_norm.py builds it)")
+        if apex not in sys.path:
+            sys.path.insert(0, apex)
+        import fused_layer_norm_cuda
+        return lambda x, w, b, eps: fused_layer_norm_cuda.forward_affine(x, (x.shape[-1],), w, b, eps)[0]
+    return _load("apex_layer_norm", build)
 
 
 def quack_softmax():

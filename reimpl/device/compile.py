@@ -50,11 +50,13 @@ def cuda_include_dir() -> str:
 class CudaSource:
     """One CUDA source tree: `directory` (also the include path), its `main` file, the kernels a
     build instantiates when the caller names none (objects with an `.expr`, a name expression), and
-    other trees it includes from."""
+    other trees it includes from, and where a source is built as its project builds it, the NVRTC
+    options that stand in for NUMERICS_OPTIONS (apex's rung: apex's --use_fast_math)."""
     directory: Path
     main: str
     default_kernels: Callable[[], list]
     include_dirs: tuple[Path, ...] = ()
+    numerics: tuple[str, ...] | None = None
 
     def digest(self) -> str:
         h = hashlib.sha256()
@@ -66,7 +68,8 @@ class CudaSource:
 
 
 def compile_options(source: CudaSource, arch: str, extra: tuple[str, ...] = ()) -> list[str]:
-    return [f"--gpu-architecture={arch}", "-std=c++17", *NUMERICS_OPTIONS, *DIAGNOSTIC_OPTIONS,
+    numerics = NUMERICS_OPTIONS if source.numerics is None else source.numerics
+    return [f"--gpu-architecture={arch}", "-std=c++17", *numerics, *DIAGNOSTIC_OPTIONS,
             f"-I{source.directory}", *(f"-I{d}" for d in source.include_dirs), f"-I{cuda_include_dir()}", *extra]
 
 

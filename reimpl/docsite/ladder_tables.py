@@ -41,7 +41,7 @@ BENCH = RESULTS / "ladder_bench.json"
 # are the yardsticks at the end
 YARDSTICKS = ("torch_layer_norm", "torch_rms_norm", "copy")
 ORDER = registry.table_order(registry.RUNGS) + YARDSTICKS
-PEERS = ("liger_layer_norm", "liger_rms_norm", "quack_layer_norm", "quack_rms_norm")
+PEERS = ("apex_layer_norm", "liger_layer_norm", "liger_rms_norm", "quack_layer_norm", "quack_rms_norm")
 ITEMSIZE = {"fp32": 4, "bf16": 2, "fp16": 2}
 # the grid's cells the bandwidth tables and charts show: tall rows of these widths (about 256 MB
 # each), and one few-row wide cell: short, middle and long rows
@@ -82,9 +82,11 @@ def errors(rung: str) -> str:
     if d is None:
         return MISSING.format(cmd="python scripts/gpu/ladder_errors.py results/ladder_errors.json", file=ERRORS.name)
     worst: dict = {}
+    runs = set()
     for r in d["rows"]:
         if r["rung"] != rung:
             continue
+        runs.add(r.get("run", 0))
         k = (r["family"], r["dtype"])
         w = worst.setdefault(k, {"rel": 0.0, "ulp": 0.0, "same": 1.0, "at": ""})
         if r["rel_err"] >= w["rel"]:
@@ -98,7 +100,7 @@ def errors(rung: str) -> str:
         return MISSING.format(cmd="python scripts/gpu/ladder_errors.py results/ladder_errors.json", file=ERRORS.name)
     lines = [caption(f"Worst error of `{rung}` per input family and dtype over every shape measured: relative "
                      "error |y − ref| / max(|ref|, 1) (no unit), ulps from torch's output, % of shapes "
-                     "bit-identical to torch", d, "y against a float64 reference on the GPU, "
+                     "bit-identical to torch", errors_stamp(d, runs), "y against a float64 reference on the GPU, "
                      "`python scripts/gpu/ladder_errors.py`"),
              # six columns: the table fits the text column instead of running past it
              "| family | dtype | worst error (rel.), at M x N | stated bound | max ulps from torch "
@@ -113,6 +115,14 @@ def errors(rung: str) -> str:
     lines.append("\nWhere the bounds come from:\n")
     lines += [f"- {why} ({', '.join(cases)})" for why, cases in reasons.items()]
     return "\n".join(lines) + "\n"
+
+
+def errors_stamp(d: dict, runs: set) -> dict:
+    """The stamp of the run a rung's error rows come from (the file's own, for a file of one run)."""
+    if "runs" not in d:
+        return d
+    assert len(runs) == 1, f"a rung's error rows come from one run, not {sorted(runs)}"
+    return d["runs"][runs.pop()]
 
 
 def nowrap(markdown: str) -> str:

@@ -16,6 +16,7 @@
     {% triton_backward_resources %}
                              the backward rungs
                              over the shared grid and the CUDA backward's probe (reimpl/docsite/backward_tables.py)
+    {% apex_real %}          the apex rung beside apex's own build and torch (reimpl/docsite/apex_tables.py)
     {% fast_* ARG %}, {% ladder_ncu PASS %}   reimpl.fast's page (reimpl/docsite/fast_tables.py)
     {% releases %}, {% releases_gpu %}, {% releases_copies %}, {% releases_host %}, {% releases_host_changes %},
     {% releases_what_you_get %}, {% large_tensor %}   the torch release matrix, the host dispatch read from
@@ -37,7 +38,7 @@ import re
 
 from ..layers import LAYERS
 from ..upstream import manifest as manifest_mod
-from . import backward_tables, bn_routes, fast_tables, grid_tables, host_table, judge_tables, ladder_tables, releases_table, siblings_tables
+from . import apex_tables, backward_tables, bn_routes, fast_tables, grid_tables, host_table, judge_tables, ladder_tables, releases_table, siblings_tables
 from .diagrams import DIAGRAMS
 from .parity_tables import numerics_example, parity
 from .source_links import symbol, symbol_index
@@ -115,6 +116,8 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return backward_tables.triton_resources_table()
         if kind == "backward_probe" and not arg:
             return backward_tables.probe_table()
+        if kind == "apex_real" and not arg:
+            return apex_tables.table()
         if kind == "rung_index" and not arg:
             return ladder_tables.rung_index(markdown)
         if kind == "releases" and not arg:

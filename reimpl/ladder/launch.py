@@ -40,6 +40,7 @@ class Cuda:
     applies: Callable[[int, int, bool], bool] = lambda N, itemsize, aligned: True
     fallback: str | None = None
     plan: Callable[[int, int], "RegsPlan | None"] | None = None  # plan(N, itemsize): template arguments by N
+    numerics: tuple[str, ...] | None = None  # NVRTC options in place of the default numerics (CudaSource)
 
     def threads_for(self, N: int, itemsize: int) -> int:
         return self.threads(N, itemsize) if callable(self.threads) else self.threads
@@ -73,10 +74,11 @@ def row_fits_vectors(N, itemsize, aligned):
     return aligned and row_fits(N, itemsize, aligned) and (N * itemsize) % 16 == 0
 
 
-def cuda_source(source: str, instantiations: Callable[[], list]) -> CudaSource:
-    """The CudaSource of one kernel file, `source` named from the repository root."""
+def cuda_source(source: str, instantiations: Callable[[], list], numerics: tuple[str, ...] | None = None) -> CudaSource:
+    """The CudaSource of one kernel file, `source` named from the repository root (built with
+    `numerics` in place of the default numerics options, where given)."""
     path = ROOT / source
-    return CudaSource(path.parent, path.name, instantiations)
+    return CudaSource(path.parent, path.name, instantiations, numerics=numerics)
 
 
 def storage_type(x, who: str) -> CType:

@@ -46,6 +46,9 @@ class Entry:
         return getattr(importlib.import_module(module), fn)
 
 
+# apex's setup.py builds fused_layer_norm_cuda with nvcc -maxrregcount=50 -O3 --use_fast_math: an
+# approximate division in every Welford step, subnormals flushed. Its rung is built the same way.
+APEX_NVCC = ("--use_fast_math", "--maxrregcount=50")
 _CUDA_RUNG = "reimpl.ladder.rungs:run"
 _TRITON_RUNG = "reimpl.ladder.triton_rungs:run"
 _CUDA_BACKWARD, _CUDA_BACKWARD_FILE = "reimpl.ladder.backward:run", "reimpl/ladder/cuda/ln_row_held_backward.cu"
@@ -89,7 +92,7 @@ ENTRIES = (
           "apex's shape: (32, 4) blocks striding over rows, 4-element chunks, then apply",
           "NVIDIA apex's fused LayerNorm (cuWelfordMuSigma2, cuApplyLayerNorm)",
           "reimpl/ladder/cuda/ln_apex.cu", _CUDA_RUNG, "welford", _LADDER_TEST + "apex",
-          cuda=Cuda("ln_apex", apex_grid, 128)),
+          cuda=Cuda("ln_apex", apex_grid, 128, numerics=APEX_NVCC)),
     Entry("warp_regs", "ladder",
           "one warp per row with the whole row in registers, read as 16-byte vectors: one global read, "
           "no shared memory, no barrier",

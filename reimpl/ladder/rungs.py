@@ -34,7 +34,8 @@ def _instantiations(source: str) -> list:
 
 
 # one CudaSource per rung file, and one KernelTemplate per template
-SOURCES = {f: cuda_source(f, lambda f=f: _instantiations(f)) for f in dict.fromkeys(e.source for e in RUNGS.values())}
+SOURCES = {f: cuda_source(f, lambda f=f: _instantiations(f), next(e.cuda.numerics for e in RUNGS.values() if e.source == f))
+           for f in dict.fromkeys(e.source for e in RUNGS.values())}
 TEMPLATES = {e.cuda.template: KernelTemplate(e.cuda.template, _PARAMS, SOURCES[e.source], "ladder")
              for e in RUNGS.values()}
 

@@ -183,9 +183,10 @@ statistics are close to torch's but not its bits, so the check fails it.""",
             "using namespace ladder;  // the kernel itself is global, where the check looks for it"),
            ("}  // namespace ladder\n", ""),
            ("template <typename T, typename T_ACC>\n__global__", "template <typename T, bool rms_norm>\n__global__"),
-           ("const T* B, T* Y, float* mean, float* rstd,", "const T* B, float* mean, float* rstd, T* Y,"),
-           ("int64_t M, int64_t N, T_ACC eps) {",
-            "const int N, const float eps) {\n"
+           ("const T* __restrict__ B, T* __restrict__ Y,\n                        float* __restrict__ mean, "
+            "float* __restrict__ rstd, int64_t M, int64_t N, T_ACC eps) {",
+            "const T* __restrict__ B, float* __restrict__ mean,\n                        "
+            "float* __restrict__ rstd, T* __restrict__ Y, const int N, const float eps) {\n"
             "  const int64_t M = gridDim.x;  // torch's launch: one block per row"),
            ("row = blockIdx.y; row < M; row += gridDim.y", "row = blockIdx.x; row < M; row += gridDim.x"))),
 )

@@ -1,5 +1,6 @@
 """Time every ladder rung (reimpl/ladder/registry.py, CUDA and Triton) beside torch's F.layer_norm /
-F.rms_norm, a copy (x.clone()) and the public peers (Liger-Kernel; quack, CuTe DSL), every kernel of a
+F.rms_norm, a copy (x.clone()) and the public peers (Liger-Kernel; quack, CuTe DSL; apex's fused
+LayerNorm, built by scripts/gpu/build_apex_layer_norm.py, in the forward), every kernel of a
 cell in the same run, over the shared grid (reimpl.checks.grid: tall, wide and model cells), by both
 of the repository's methods (reimpl.checks.bench.METHODS: pipelined; L2 flushed before every call).
 
@@ -86,6 +87,9 @@ def forward_fns(x, w, b, w32, b32):
             fns[e.name] = (lambda e=e, run=e.launch_fn(): run(e.name, x, w, None if e.rms_norm else b, EPS))
     liger_ln, liger_rms = peers.liger_layer_norm(), peers.liger_rms_norm()
     quack_ln, quack_rms = peers.quack_layer_norm(), peers.quack_rms_norm()
+    apex_ln = peers.apex_layer_norm()
+    if apex_ln:
+        fns["apex_layer_norm"] = lambda: apex_ln(x, w, b, EPS)
     if liger_ln:
         fns["liger_layer_norm"] = lambda: liger_ln(x, w, b, EPS)
     if liger_rms:
