@@ -122,7 +122,8 @@ def run(name: str, dy, x, weight=None, bias=None, mean=None, rstd=None):
             raise ValueError(f"{who}: {arg} must hold the forward's {M} float32 values on {x.device}")
     rstd, mean = rstd.contiguous(), (None if rms else mean.contiguous())
     DX = torch.empty_like(X)
-    grads = torch.zeros((2, N), dtype=x.dtype, device=x.device)  # no rows: zero gradients, as torch's
+    # column_sums writes every gradient asked for; no rows: zero gradients, as torch's
+    grads = (torch.empty if M and N else torch.zeros)((2, N), dtype=x.dtype, device=x.device)
     if M and N:
         plan = back_plan(N, T.itemsize)
         if plan is None or any(t is not None and t.data_ptr() % 16 for t in (X, DY, weight)):
