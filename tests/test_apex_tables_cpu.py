@@ -1,4 +1,4 @@
-"""The apex rung beside apex's own build (results/ladder_bench.json, kernel apex_layer_norm): the
+"""The apex rung beside apex's own build (results/apex_real.json, kernel apex_layer_norm): the
 table renders from the record, and the prose of rungs.md section 7 holds against it."""
 import json
 from pathlib import Path
@@ -7,7 +7,7 @@ from reimpl.docsite import apex_tables, render
 from reimpl.ladder import registry
 from reimpl.ladder.launch import ROOT
 
-BENCH = json.loads((ROOT / "results" / "ladder_bench.json").read_text())
+BENCH = json.loads((ROOT / "results" / "apex_real.json").read_text())
 PAGE = (ROOT / "docs" / "ladder" / "rungs.md").read_text()
 
 

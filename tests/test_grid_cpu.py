@@ -180,13 +180,44 @@ def test_ladder_index_reading_matches_the_record():
 
 def test_peer_rows_are_where_the_ladder_page_says():
     """ladder/index.md: Liger-Kernel's and quack's kernels were timed on every forward cell, each in the
-    same run as the top rungs' row of that cell."""
+    same run as the Triton rungs' row of that cell; the top CUDA rungs' rows of every cell come from
+    later runs; every row's run timed a copy of that cell."""
     d = _load("ladder_bench.json")
     run_of = {(r["method"], r["dtype"], r["M"], r["N"], r["kernel"]): r["run"] for r in d["rows"] if r["pass"] == "forward"}
     for dtype, itemsize in grid_tables.ITEMSIZE.items():
         for _, M, N in grid.cells(itemsize):
             for method in d["methods"]:
-                runs = {run_of.get((method, dtype, M, N, k)) for k in ("row_held", "rms_row_held", "triton_ln",
-                        "triton_rms", "liger_layer_norm", "liger_rms_norm", "quack_layer_norm", "quack_rms_norm")}
+                runs = {run_of.get((method, dtype, M, N, k)) for k in ("triton_ln", "triton_rms", "liger_layer_norm",
+                        "liger_rms_norm", "quack_layer_norm", "quack_rms_norm")}
                 assert len(runs) == 1 and None not in runs, (method, dtype, M, N, runs)
-    assert "timed on every cell in the same runs as the top rungs" in (ROOT / "docs/ladder/index.md").read_text()
+                peers_run = runs.pop()
+                assert all(run_of[(method, dtype, M, N, k)] > peers_run for k in ("row_held", "rms_row_held"))
+    copies = {(r["run"], r["method"], r["dtype"], r["M"], r["N"]) for r in d["rows"]
+              if r["pass"] == "forward" and r["kernel"] == "copy"}
+    assert all((r["run"], r["method"], r["dtype"], r["M"], r["N"]) in copies for r in d["rows"] if r["pass"] == "forward")
+    text = " ".join((ROOT / "docs/ladder/index.md").read_text().split())
+    assert "timed on every cell, in the same runs as the Triton rungs" in text
+    assert "were timed again after their last change, in later runs with a copy of their own" in text
+
+
+def test_fused_affine_record_backs_the_held_rung_section():
+    """rungs.md section 10: the fused affine step lifted every dtype's median over the large cells and
+    the cells at 90% or more; a bfloat16 thread of a one-block plan needs fewer registers, so an SM
+    holds more blocks of up to 384 threads (three of 384 where two); a float32 thread keeps 64."""
+    text = " ".join((ROOT / "docs/ladder/rungs.md").read_text().split())
+    assert "{% row_held_affine %}" in (ROOT / "docs/ladder/rungs.md").read_text()
+    s = grid_tables.affine_summary(_load("row_held_affine.json"))
+    assert {(e["dtype"], e["method"]) for e in s} == {(d, m) for d in ("fp32", "bf16", "fp16")
+                                                      for m in ("pipelined", "flushed")}
+    assert all(e["after"] > e["before"] and e["after_90"] > e["before_90"] for e in s), s
+    assert "Every dtype's median over the large cells rose, and more cells reach 90% of the copy" in text
+    regs = grid_tables.registers(_load("row_held_resources.json"))
+
+    def blocks(r, threads):  # an SM's 65536 registers and 2048 threads, registers by whole warps of 8s
+        return min(65536 // (-(-r // 8) * 8 * threads), 2048 // threads)
+    b, a = regs["bfloat16"]
+    assert a < b and all(blocks(a, t) > blocks(b, t) for t in (128, 256, 384))
+    assert (blocks(b, 384), blocks(a, 384)) == (2, 3) and blocks(a, 512) == blocks(b, 512)
+    assert regs["float32"] == (64, 64)
+    assert "an SM holds more blocks of up to 384 threads (three of 384 where it held two)" in text
+    assert "A float32 thread keeps its 64." in text

@@ -1,6 +1,7 @@
 """The apex rung beside apex's own fused LayerNorm, built from apex's sources as apex builds it
-(scripts/gpu/build_apex_layer_norm.py) and timed in the same runs (scripts/gpu/ladder_bench.py,
-kernel `apex_layer_norm`), rendered at build time from results/ladder_bench.json:
+(scripts/gpu/build_apex_layer_norm.py) and timed in one run with torch's kernel and a copy
+(scripts/gpu/ladder_bench.py into a file of its own, kernel `apex_layer_norm`), rendered at build
+time from results/apex_real.json:
 
     {% apex_real %}   per dtype and method: the cells where both ran, the rung's speed as a share of
                       apex's (median and lowest), apex's speed against torch's (median) and the cells
@@ -12,11 +13,12 @@ from __future__ import annotations
 
 from statistics import median
 
-from .ladder_tables import BENCH, ITEMSIZE, MISSING, caption, load, rows_stamp
+from .ladder_tables import ITEMSIZE, MISSING, RESULTS, caption, load, rows_stamp
 
+APEX_REAL = RESULTS / "apex_real.json"
 RUNG, REAL, TORCH = "apex", "apex_layer_norm", "torch_layer_norm"
 _CMD = ("python scripts/gpu/build_apex_layer_norm.py DEST, then REIMPL_APEX_DIR=DEST LADDER_KERNELS=apex,apex_layer_norm "
-        "python scripts/gpu/ladder_bench.py results/ladder_bench.json fp32,bf16,fp16 tall,wide,model forward")
+        "python scripts/gpu/ladder_bench.py results/apex_real.json fp32,bf16,fp16 tall,wide,model forward")
 
 
 def cells(d: dict) -> list[dict]:
@@ -50,10 +52,10 @@ def summary(d: dict) -> list[dict]:
 
 
 def table() -> str:
-    d = load(BENCH)
+    d = load(APEX_REAL)
     s = summary(d) if d else []
     if not s:
-        return MISSING.format(cmd=_CMD, file=BENCH.name)
+        return MISSING.format(cmd=_CMD, file=APEX_REAL.name)
     rows = [r for c in cells(d) for r in c["rows"].values()]
     lines = [caption("The `apex` rung beside apex's own fused LayerNorm (`apex_layer_norm`, built from apex "
                      f"{d['runs'][max(r['run'] for r in rows)]['peers'].get('apex', '?')[:8]} with apex's flags) and "

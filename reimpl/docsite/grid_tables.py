@@ -9,6 +9,10 @@ what the probes and the profiler say of them:
     {% ladder_grid_ncu %}   Nsight Compute on the top rungs and torch's kernels (results/ncu_ladder.json)
     {% triton_plan %}       the Triton forward's plan settings, each one's median % of copy over the
                             probe's cells (results/triton_probe.json)
+    {% row_held_affine %}   row_held before and after its fused affine step, per dtype and method:
+                            median % of copy over the large cells and the cells at 90 or more
+                            (results/row_held_affine.json), and the registers of its block plans
+                            before and after (results/row_held_resources.json)
 
 Each row of the file carries its own run's copy time in pct_copy, so rows from several runs compare.
 """
@@ -20,6 +24,8 @@ from ..checks import grid
 from .ladder_tables import BENCH as GRID, ITEMSIZE, MISSING, RESULTS, caption, load, nowrap, rows_stamp
 
 NCU = RESULTS / "ncu_ladder.json"
+AFFINE = RESULTS / "row_held_affine.json"
+RESOURCES = RESULTS / "row_held_resources.json"
 TRITON_PROBE = RESULTS / "triton_probe.json"
 PAIRS = (("row_held", "torch_layer_norm"), ("rms_row_held", "torch_rms_norm"),
          ("triton_ln", "torch_layer_norm"), ("triton_rms", "torch_rms_norm"),
@@ -136,3 +142,60 @@ def triton_plan() -> str:
         lines.append(f"| {tile} | {thread} | {med[name]['triton_ln']:.1f} | {med[name]['triton_rms']:.1f} | "
                      f"{low['triton_ln']:.0f} / {low['triton_rms']:.0f} | {used} |")
     return "\n".join(lines) + "\n"
+
+
+def affine_summary(d: dict) -> list[dict]:
+    """Per (dtype, method): row_held's large cells measured both before and after, the median % of
+    copy of each and the cells at 90 or more of each."""
+    by = {(r["setting"], r["method"], r["dtype"], r["M"], r["N"]): r["pct_copy"] for r in d["rows"]
+          if r["kernel"] == "row_held"}
+    out = []
+    for dtype in ITEMSIZE:
+        for method in d["methods"]:
+            cells = [(M, N) for (st, m, dt, M, N) in by if st == "before" and m == method and dt == dtype
+                     and ("after", m, dt, M, N) in by and grid.large(M, N, ITEMSIZE[dtype])]
+            if not cells:
+                continue
+            before = [by[("before", method, dtype, *c)] for c in cells]
+            after = [by[("after", method, dtype, *c)] for c in cells]
+            out.append({"dtype": dtype, "method": method, "cells": len(cells), "before": median(before),
+                        "after": median(after), "before_90": sum(v >= 90 for v in before),
+                        "after_90": sum(v >= 90 for v in after)})
+    return out
+
+
+def affine_table() -> str:
+    d = load(AFFINE)
+    s = affine_summary(d) if d else []
+    if not s:
+        return MISSING.format(cmd="see results/row_held_affine.json's `command`", file=AFFINE.name)
+    lines = [caption("`row_held` (LayerNorm) before and after its affine step became one fused multiply-add an "
+                     "element: median % of copy over the cells of at least 32 MB, and the cells at 90% or more",
+                     rows_stamp(d), "median CUDA-event times, each run against its own copy, "
+                     "`scripts/gpu/ladder_bench.py` on each kernel file"),
+             "| dtype | method | cells | before | after | cells ≥ 90, before → after |", "|---|---|---:|---:|---:|---:|"]
+    for e in s:
+        lines.append(f"| {e['dtype']} | {e['method']} | {e['cells']} | {e['before']:.1f} | {e['after']:.1f} "
+                     f"| {e['before_90']} → {e['after_90']} |")
+    regs = registers(load(RESOURCES))
+    if regs:
+        lines.append("\nRegisters a thread of `row_held`'s one-block plans (rows of 4096 to 16384; NVRTC for "
+                     "sm_90, `cuobjdump -res-usage`, `scripts/row_held_resources.py`), before → after: "
+                     + "; ".join(f"{dt} {b} → {a}" for dt, (b, a) in regs.items()) + ".")
+    return "\n".join(lines) + "\n"
+
+
+def registers(d: dict | None) -> dict:
+    """dtype -> (registers before, after) of row_held's one-block plans (cluster 1) of rows of 4096 to
+    16384, where every such instantiation of the dtype agrees; {} without the record."""
+    if not d:
+        return {}
+    out = {}
+    for dt in ("float32", "bfloat16", "float16"):
+        rs = [r for r in d["rows"] if r["rung"] == "row_held" and r["dtype"] == dt and r["plan"][3] == 1
+              and r["plan"][2] == 0 and 4096 <= r["N"] <= 16384]
+        before = {r["registers"] for r in rs if r["kernel_file"] == "before"}
+        after = {r["registers"] for r in rs if r["kernel_file"] == "now"}
+        assert len(before) == len(after) == 1, (dt, before, after)
+        out[dt] = (before.pop(), after.pop())
+    return out
