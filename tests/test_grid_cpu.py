@@ -197,7 +197,7 @@ def test_peer_rows_are_where_the_ladder_page_says():
     assert all((r["run"], r["method"], r["dtype"], r["M"], r["N"]) in copies for r in d["rows"] if r["pass"] == "forward")
     text = " ".join((ROOT / "docs/ladder/index.md").read_text().split())
     assert "timed on every cell, in the same runs as the Triton rungs" in text
-    assert "were timed again after their last change, in later runs with a copy of their own" in text
+    assert "were timed again in later runs with a copy of their own, `row_held` after its last change" in text
 
 
 def test_fused_affine_record_backs_the_held_rung_section():
@@ -220,4 +220,8 @@ def test_fused_affine_record_backs_the_held_rung_section():
     assert (blocks(b, 384), blocks(a, 384)) == (2, 3) and blocks(a, 512) == blocks(b, 512)
     assert regs["float32"] == (64, 64)
     assert "an SM holds more blocks of up to 384 threads (three of 384 where it held two)" in text
-    assert "A float32 thread keeps its 64." in text
+    assert regs["float16"] == (64, 64)
+    assert "A float32 thread keeps its 64, and so does a float16 one" in text
+    # the profile on the page is older than the fused step
+    assert _load("ncu_ladder.json")["date"] < _load("row_held_affine.json")["runs"][1]["date"]
+    assert "The profile was taken before the fused affine step" in text

@@ -60,7 +60,7 @@ def table() -> str:
     lines = [caption("The `apex` rung beside apex's own fused LayerNorm (`apex_layer_norm`, built from apex "
                      f"{d['runs'][max(r['run'] for r in rows)]['peers'].get('apex', '?')[:8]} with apex's flags) and "
                      "torch's, every cell of the shared grid where all three ran in one run: speed ratios "
-                     "(no unit), medians over the cells", rows_stamp(d, rows), "median CUDA-event times, "
+                     "(no unit; above 1 the first named is faster), medians over the cells", rows_stamp(d, rows), "median CUDA-event times, "
                      "`scripts/gpu/ladder_bench.py`"),
              "| dtype | method | cells | rung / apex (lowest) | apex / torch | apex ≥ torch | rung ≥ torch |",
              "|---|---|---:|---:|---:|---:|---:|"]
