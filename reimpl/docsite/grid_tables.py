@@ -73,7 +73,7 @@ def table() -> str:
                      "takes longer than torch's kernel (F.layer_norm's beside the LayerNorm rungs, F.rms_norm's "
                      "beside the RMSNorm ones; the first four, and how many more)", run,
                      "pipelined, and L2 flushed before each call"),
-             "| rung | dtype, method | % of copy | at its goal | torch's kernel | slower than torch (M × N) |",
+             "| rung | dtype, method | % of copy | at its goal | torch's % of copy | slower than torch (M × N) |",
              "|---|---|---|---|---|---|"]
     for s in summary(d):
         slower = ", ".join(f"{M} × {N}" for M, N in s["slower"][:SLOWER_SHOWN]) or "none"
