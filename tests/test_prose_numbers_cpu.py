@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from reimpl.checks import grid
+from reimpl.ladder import launch
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
@@ -315,8 +316,10 @@ PHRASES += [
     (GDB_MD, "`Value returned is {{mean = {}, sigma2 = {}, count = {}}}`", lambda: gdb_state(17)),
     (GDB_MD, "`mean {} rstd {}`", lambda: re.search(r"^mean (\S+) rstd (\S+)", gdb(), re.M).groups()),
     ("ladder/rungs.md", "on every cell of the shared grid with rows of {} or more that it was timed on", naive_slowest),
-    ("ladder/index.md", "(fp32 4096 × 16384: {} MB read for a {} MB input). There the float32 kernel waits on memory "
+    ("ladder/index.md", "(that profile's fp32 4096 × 16384: {} MB read for a {} MB input). There the float32 kernel waits on memory "
      "instead (DRAM {}% of its peak, issue slots {}%)", torch_reads_long_rows_twice),
+    ("ladder/index.md", "16-bit rows of 32768 and more (past {} and {} elements)", lambda: (
+        launch.ROW_CACHE_LIMIT // 4, launch.ROW_CACHE_LIMIT // 2)),
     ("ladder/index.md", "`naive` is timed only on cells of at most {} × {} elements", lambda: (
         65536, grid.SLOW_MOST // 65536)),
     ("releases.md", "**2.12.1** carries the same {} kernels with the same SASS", same_count),

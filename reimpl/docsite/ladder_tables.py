@@ -198,7 +198,10 @@ def bandwidth(dtype: str) -> str:
     return (caption(f"GB/s and % of copy, forward, {dtype}: the ladder's kernels, torch and the peers on "
                     f"{len(shown_cells(dtype))} cells of the shared grid, and each kernel's median % of copy over "
                     f"all the grid's cells of at least {grid.LARGE >> 20} MB; GB/s counts one read of x and one "
-                    "write of y", rows_stamp(d, rows), PIPELINED)
+                    "write of y; each % of copy is against the copy of its own run, the copy row shows the newest"
+                    + ("" if len({r["run"] for r in shown}) == 1 else
+                       " (the rows come from several runs, so a row's % need not follow from that copy's GB/s)"),
+                    rows_stamp(d, rows), PIPELINED)
             + bench_table(shown, ORDER + PEERS, pct=True, summary=large_summary(rows, dtype)))
 
 
