@@ -267,9 +267,9 @@ def test_sibling_renderers_on_a_fixture_and_without_results():
     assert "| bfloat16 | float32 | train | 0.001 | 8x3x5 normal |" in table and "Where the bounds" in table
     from reimpl.docsite import siblings_bench_tables as sbt
     verdict = sbt.verdict_table(bench, "softmax")  # the small cell is left out of the verdict
-    assert "| | fp32<br>pipelined |" in verdict and "| cells | 1 |" in verdict and "| % of copy | 80–80 |" in verdict
+    assert "| | fp32<br>pipelined |" in verdict and "| cells | 1 |" in verdict and "| % of copy | 80.0–80.0 |" in verdict
     assert "| 1 of 1<br>(1.60x) |" in verdict, verdict
-    assert "- fp32, flushed: `one_read` at 80–80% of copy over 1 cells" in sbt.claim(bench, "softmax")
+    assert "- fp32, flushed: `one_read` at 80.0–80.0% of copy over 1 cells" in sbt.claim(bench, "softmax")
     chart = sbt.bandwidth(bench, "softmax", "fp32")
     assert "<svg" in chart and "| 4096 x 4096 | 128 | 80 / 80 | 50 / 50 |" not in chart  # the table is HTML
     assert ">80 / 80</td>" in chart and ">128</td>" in chart

@@ -57,7 +57,7 @@ def route_rule(d: dict | None) -> str:
         return MISSING
     n = len(cells(d))
     return (f"Over all {n} channels-last cells of the three dtypes, the route the size rule takes is at most "
-            f"{100 * (rule_cost(d) - 1):.0f}% slower than the faster of the two, forward or backward.\n")
+            f"{100 * (rule_cost(d) - 1):.1f}% slower than the faster of the two, forward or backward.\n")
 
 
 def routes(d: dict | None, dtype: str) -> str:

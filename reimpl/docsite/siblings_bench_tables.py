@@ -24,9 +24,9 @@ TARGET_90 = ("softmax", "cross_entropy")  # the ops held to 90% of copy; BatchNo
 
 
 def _pct_range(pcts, dash: str = "–") -> str:
-    """min–max of percentages, the ends rounded outward (85.8 shows as 85, not 86), so that the range
-    holds every value a list beside it names."""
-    return f"{math.floor(min(pcts))}{dash}{math.ceil(max(pcts))}"
+    """min–max of percentages to a tenth: the ends neither disagree with the whole numbers of the
+    cells they summarise nor leave out a value a list beside them names."""
+    return f"{min(pcts):.1f}{dash}{max(pcts):.1f}"
 
 
 # per op: our kernel, the kernels it is held against, and the copy-equivalent bytes of a shape
@@ -510,7 +510,7 @@ def claim(d: dict | None, op: str) -> str:
                 out.append(f"    - below 90% of copy in {len(below)} of {n} cells: {', '.join(below)}." if below else
                            f"    - at 90% of copy or more in all {n} cells.")
             out.append(f"    - slower than `{theirs}` in {len(slow)} of {n} cells: {', '.join(slow)}." if slow else
-                       f"    - no slower than `{theirs}` in any of the {n} cells.")
+                       f"    - never slower than `{theirs}`: at least its speed in all {n} cells.")
     return _keep_shapes("\n".join(out) + "\n")
 
 
