@@ -267,6 +267,8 @@ def _table(d: dict, op: str, dtype: str) -> str:
                     + (f"% of `x.clone()`'s bandwidth per cell for {_holds(op, timed)}, {each}" if timed else
                        f"the copy's GB/s per cell, {each}")
                     + ("; the copy's own GB/s in its column" if timed and "copy" in names[i] else ""))
+            if i == 0:
+                what += "; MB: MiB (2^20 bytes) read and written by the copy"
             if i == 0 and len(parts) > 1:
                 what += (f"; the table after it gives {_holds(op, names[1])}"
                          f"{' and more' if len(parts) > 2 else ''} for the same rows, by number")
@@ -418,7 +420,7 @@ def ncu_table(d: dict | None, op: str) -> str:
                    "the memory system's busiest unit and the SMs' busiest pipe (% of peak), achieved occupancy "
                    "(% of the SM's warps), registers a thread, and the bound that follows: memory or compute (SM), "
                    "whichever is busier, where it passes 60%, else latency", d, d["cache_control"]),
-           "| # | DRAM MB read / written | memory % | SM % | occupancy % | registers | bound |",
+           "| # | DRAM MB (10⁶ B) read / written | memory % | SM % | occupancy % | registers | bound |",
            "|--:|---:|---:|---:|---:|---:|---|"]
     earlier = 0
     for i, c in enumerate(rows, 1):
