@@ -157,7 +157,8 @@ def softmax_bound(threads: int, dtype: str, N: int, parts: int = 1) -> tuple[int
     ours = 6 * -(-N // threads) + 4 * int(math.log2(threads)) + 3 + fast_exp_u(dtype) + (SPLIT_U if parts > 1 else 0)
     theirs = 6 * -(-N // 32) + 4 * 5 + 3
     fp32 = ours + theirs  # a relative error of c u is less than c ulps
-    count = ("(6 · ceil(N/t) + 4 · log2 t + 3) u ours plus (6 · ceil(N/32) + 23) u torch's; a row split into "
+    count = ("(6 · ceil(N/t) + 4 · log2 t + 3) u ours (t: the threads that reduce a row; u = 2^-24) plus "
+             "(6 · ceil(N/32) + 23) u torch's; a row split into "
              f"parts (warps, a cluster's blocks) whose exps take their own maximum, {SPLIT_U} u more for each part's "
              "rescale")
     if dtype == "float32":
@@ -181,7 +182,8 @@ def cross_entropy_bound(threads: int, N: int, M: int, dtype: str, parts: int = 1
     K = 6 * -(-N // threads) + 4 * int(math.log2(threads)) + 8 + fast_exp_u(dtype) + (SPLIT_U if parts > 1 else 0)
     terms = {"K": K, "u": 2.0 ** -24, "rows": math.log2(max(M, 1)) + 2, "store": 2.0 ** -MANTISSA[dtype],
              "tiny": 2.0 ** (MIN_EXP[dtype] - MANTISSA[dtype])}
-    why = (f"K = 6 · ceil(N/t) + 4 · log2 t + 8 (+ {fast_exp_u('bfloat16')} with 16-bit storage: ex2.approx; + {SPLIT_U} for a row split "
+    why = (f"K = 6 · ceil(N/t) + 4 · log2 t + 8, t the threads that reduce a row, u = 2^-24 (+ {fast_exp_u('bfloat16')} "
+           f"with 16-bit storage: ex2.approx; + {SPLIT_U} for a row split "
            "into parts rescaled apart: warps, a cluster's blocks); loss within K u (1 + max|x|) + (log2 M + 2) u |loss|: log(d) + m - "
            "x[target] cancels down to the size of the logits; gradient within K u p + u + one storage ulp + the "
            "subnormal spacing, in units of the scale")
