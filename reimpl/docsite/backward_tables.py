@@ -73,7 +73,8 @@ def _large_cells(dtype: str) -> list[tuple[int, int]]:
 
 
 def _range(v: list) -> str:
-    return f"{median(v):.0f} ({min(v):.0f}–{max(v):.0f})" if v else "not timed"
+    """median (lowest–highest), the bracket kept on one line"""
+    return f"{median(v):.0f} " + nowrap(f"({min(v):.0f}–{max(v):.0f})") if v else "not timed"
 
 
 def _cells(cells: list) -> str:
@@ -90,8 +91,8 @@ def grid_table() -> str:
         return MISSING.format(cmd=_CMD, file=BENCH.name)
     lines = [caption(f"% of copy, the whole backward (dX, dgamma, dbeta), over the shared grid's cells of at least "
                      f"{grid.LARGE >> 20} MB: median (lowest–highest) of each rung, of Liger-Kernel's backward and of "
-                     "torch's on the same cells; on how many of those cells Liger's and torch's are faster (and the "
-                     "first of them, M × N)", rows_stamp(d, rows),
+                     "torch's on the same cells; on how many of those cells Liger's and torch's are faster, on "
+                     "unrounded times (and the first of them in the benchmark's order, M × N)", rows_stamp(d, rows),
                      "pipelined (L2 as the previous call left it) and flushed (L2 emptied before each call), a row "
                      "each"),
              "| rung | dtype, method | % of copy | Liger's | torch's | Liger's faster | torch's faster |",
