@@ -4,6 +4,7 @@ backs: the one-read kernels read the row from DRAM once, the fused cross-entropy
 once and writes only the gradient, and torch's BatchNorm forward is cuDNN's for float32 input and its
 own two kernels for 16-bit input."""
 import json
+import math
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -293,3 +294,17 @@ def test_one_table_of_every_kernel_would_not_fit():
         header = (["pass", "layout"] if op == "batchnorm" else []) + ["shape"] + [f"`{k}`" for k in kernels]
         assert _too_wide(header, rows), (op, header)
         assert not _too_wide(header[:3], [r[:3] for r in rows])  # and the check passes a narrow one
+
+
+def test_batchnorm_summaries_count_each_pass_by_its_own_traffic():
+    """batchnorm.md: the summaries keep the cells whose own pass moves 32 MB or more, so a shape starred
+    for its forward's traffic can count in forward plus backward."""
+    from reimpl.docsite import siblings_bench_tables as sbt
+    assert ("The summaries below count, pass by pass, only the cells whose own pass moves at least 32 MB, so a "
+            "starred shape can count in the forward-plus-backward summary") in _page("batchnorm.md")
+    bench = json.loads((ROOT / "results" / "siblings_bench.json").read_text())
+    rows = [r for r in bench["rows"] if r["op"] == "batchnorm" and r["kernel"] == "copy"]
+    starred = {(r["dtype"], tuple(r["shape"])) for r in rows
+               if 2 * math.prod(r["shape"]) * (4 if r["dtype"] == "fp32" else 2) < sbt.BIG}
+    assert any((r["dtype"], tuple(r["shape"])) in starred and r.get("pass") == "forward_backward"
+               and sbt.nbytes(r) >= sbt.BIG for r in rows)
