@@ -2,7 +2,8 @@
 environment stamp of the run, and per run the command, counts, seconds and every test's name. With an
 existing summary, the run is added to its `runs`.
 The stamp is given, not read: the XML may come back from the GPU machine to one without a GPU.
-Usage: python scripts/junit_summary.py JUNIT.xml OUT.json "COMMAND" "WHAT" DEVICE DATE TORCH CUDA"""
+Usage: python scripts/junit_summary.py JUNIT.xml OUT.json "COMMAND" "WHAT" DEVICE DATE TORCH CUDA
+(an empty WHAT keeps an existing summary's)"""
 from __future__ import annotations
 
 import json
@@ -27,7 +28,7 @@ def summarize(junit: str) -> dict:
 def main(junit: str, out: str, command: str, what: str, device: str, date: str, torch: str, cuda: str) -> None:
     path = Path(out)
     old = json.loads(path.read_text()) if path.is_file() else {}
-    rec = {**old, "what": what, "torch": torch, "cuda": cuda, "device": device, "date": date}
+    rec = {**old, "what": what or old.get("what", ""), "torch": torch, "cuda": cuda, "device": device, "date": date}
     rec["runs"] = old.get("runs", []) + [{"command": command, "device": device, "date": date, "torch": torch,
                                           "cuda": cuda, **summarize(junit)}]
     path.write_text(json.dumps(rec, indent=0) + "\n")

@@ -19,6 +19,7 @@ import importlib.metadata
 import importlib.util
 import os
 import sys
+from pathlib import Path
 
 import torch
 
@@ -51,9 +52,8 @@ def versions() -> dict:
     sources came from, where it was built."""
     _add_peers_dir()
     out = {}
-    apex = _apex_dir()
-    commit = os.path.join(apex, "COMMIT") if apex else None
-    out["apex"] = open(commit).read().strip() if commit and os.path.isfile(commit) else None
+    commit = Path(_apex_dir() or ".") / "COMMIT"
+    out["apex"] = commit.read_text().strip() if _apex_dir() and commit.is_file() else None
     for name, (module, dist) in _DISTS.items():
         try:
             found = importlib.util.find_spec(module) is not None

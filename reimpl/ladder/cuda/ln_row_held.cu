@@ -110,15 +110,21 @@ __global__ void __launch_bounds__(RowHeldBounds<T, VEC, VECS, LANES>::threads,
     if (sh.holds(p)) {
       Pack<T, VEC> o;
       float wf[VEC], bf[VEC], out[VEC];
-      if constexpr (RMS) {
-        // RMSNorm (mu = 0, no bias): y = x * rstd * w, the weight's word read as a cast Pack
-        if constexpr (EARLY) {
-          if (W != nullptr) unpack(w[k], wf);
-          if (B != nullptr) unpack(b[k], bf);
-        } else {
-          if (W != nullptr) unpack(*reinterpret_cast<const Pack<T, VEC>*>(W + sh.first + p), wf);
-          if (B != nullptr) unpack(*reinterpret_cast<const Pack<T, VEC>*>(B + sh.first + p), bf);
-        }
+      if constexpr (!RMS) {
+#pragma unroll
+        for (unsigned j = 0; j < VEC; ++j) wf[j] = 1.f, bf[j] = 0.f;  // missing factors: w = 1, b = 0
+      }
+      if constexpr (EARLY) {
+        if (W != nullptr) unpack(w[k], wf);
+        if (B != nullptr) unpack(b[k], bf);
+      } else if constexpr (RMS) {  // RMSNorm keeps the cast Pack, which the compiler splits into 4-byte loads
+        if (W != nullptr) unpack(*reinterpret_cast<const Pack<T, VEC>*>(W + sh.first + p), wf);
+        if (B != nullptr) unpack(*reinterpret_cast<const Pack<T, VEC>*>(B + sh.first + p), bf);
+      } else {  // one 16-byte load a parameter word
+        if (W != nullptr) unpack(load_word_if<T, VEC>(W + sh.first, p, true), wf);
+        if (B != nullptr) unpack(load_word_if<T, VEC>(B + sh.first, p, true), bf);
+      }
+      if constexpr (RMS) {  // y = x * rstd * w (mu = 0, no bias)
 #pragma unroll
         for (unsigned j = 0; j < VEC; ++j) {
           float r = (v[k][j] - mu) * rs;
@@ -127,19 +133,8 @@ __global__ void __launch_bounds__(RowHeldBounds<T, VEC, VECS, LANES>::threads,
           out[j] = r;
         }
       } else {
-        // LayerNorm: missing factors stand as w = 1, b = 0, and each parameter word is one 16-byte
-        // load (a cast Pack the compiler splits into four 4-byte loads). y = (x - mean) * rstd * w + b
-        // is one fused multiply-add an element, x * a + c with a = rstd * w and c = b - mean * a:
-        // three operations an element where there were four
-#pragma unroll
-        for (unsigned j = 0; j < VEC; ++j) wf[j] = 1.f, bf[j] = 0.f;
-        if constexpr (EARLY) {
-          if (W != nullptr) unpack(w[k], wf);
-          if (B != nullptr) unpack(b[k], bf);
-        } else {
-          if (W != nullptr) unpack(load_word_if<T, VEC>(W + sh.first, p, true), wf);
-          if (B != nullptr) unpack(load_word_if<T, VEC>(B + sh.first, p, true), bf);
-        }
+        // y = (x - mean) * rstd * w + b as x * a + c, with a = rstd * w and c = b - mean * a: one
+        // multiply and two fused multiply-adds an element where there were four operations
 #pragma unroll
         for (unsigned j = 0; j < VEC; ++j) {
           const float a = rs * wf[j];
