@@ -360,3 +360,33 @@ def test_softmax_waves_has_no_saw_tooth():
         assert drop <= 1.5
         assert f"{min(pct):.1f} to {max(pct):.1f}% of the copy" in text and f"{max(drop, 0):.1f} points" in text
     assert "Not measured yet" in siblings_tables.softmax_waves(None)
+
+
+def test_softmax_shortfall_prose_holds_to_its_profile():
+    """The softmax page's reading of results/softmax_shortfall.json: the cluster-of-16 rows keep as many
+    threads an SM as rows of 4096 (by registers) and an achieved occupancy within 2 points, with DRAM
+    busy at least 10 points less; the odd width takes the plan, registers and occupancy of the row one
+    shorter, more than 1.1 times its instructions and nearly twice its branches (1.7 to 2), and stays
+    below it in % of the copy; both shortfalls are under 90%, the references over. The rendered bullets
+    carry the figures."""
+    from reimpl.docsite import siblings_tables as t
+    d = t.load(t.SHORTFALL)
+    pairs = t.shortfall_pairs(d)
+    ref, wide = pairs["cluster"]
+    assert ref["ncu"]["cluster"] == 1 and ref["pct_copy"] >= 90 and len(wide) == 2
+    for r in wide:
+        n, m = r["ncu"], ref["ncu"]
+        assert n["cluster"] == 16 and r["pct_copy"] < 90
+        assert n["blocks_per_sm_by_registers"] * n["block"] == m["blocks_per_sm_by_registers"] * m["block"]
+        assert n["blocks_per_sm_by_registers"] == 3 and n["block"] == 256 and m["block"] == 128
+        assert abs(n["achieved_occupancy_pct"] - m["achieved_occupancy_pct"]) < 2
+        assert n["dram_pct"] <= m["dram_pct"] - 10
+    ref, odd = pairs["odd"]
+    n, m = odd["ncu"], ref["ncu"]
+    assert (n["cluster"], n["block"], n["registers"]) == (m["cluster"], m["block"], m["registers"])
+    assert abs(n["achieved_occupancy_pct"] - m["achieved_occupancy_pct"]) < 1
+    assert n["instructions"] > 1.1 * m["instructions"] and 1.7 <= n["branch_instructions"] / m["branch_instructions"] < 2
+    assert odd["pct_copy"] < 90 <= ref["pct_copy"]
+    text = t.softmax_shortfall(d)
+    assert f"{n['branch_instructions'] / m['branch_instructions']:.2f} times the branches, the same occupancy" in text
+    assert "Not measured yet" in t.softmax_shortfall(None)

@@ -11,6 +11,7 @@ merge-order demonstration).
     {% siblings_verdict OP %}            how ours stands over the big cells (siblings_bench_tables.py)
     {% siblings_stamp %}                 device, versions, date and method of the GPU runs
     {% softmax_waves %}                  one_read on rows of 262144 over a run of row counts (waves)
+    {% softmax_shortfall %}              one_read's short cells beside cells that reach the copy, profiled
 
 Each renderer takes the loaded results as an argument (tests pass small fixtures); a missing file
 renders a "not measured yet" note.
@@ -32,6 +33,7 @@ ERRORS = RESULTS / "siblings_errors.json"
 BENCH = RESULTS / "siblings_bench.json"
 NCU = RESULTS / "ncu_siblings.json"
 WAVES = RESULTS / "softmax_waves.json"
+SHORTFALL = RESULTS / "softmax_shortfall.json"
 MISSING = "*Not measured yet: run `{cmd}` on a GPU and commit `results/{file}`.*\n"
 ERRORS_CMD = "python scripts/gpu/siblings_errors.py results/siblings_errors.json"
 BENCH_CMD = "python scripts/gpu/siblings_bench.py results/siblings_bench.json"
@@ -166,6 +168,58 @@ def softmax_waves(d: dict | None) -> str:
     return "\n".join(out) + f"\n\n*{d['device']}, torch {d['torch']}, {d['date']}; pipelined, `x.clone()` in the same run.*\n"
 
 
+def _cell(r: dict) -> str:
+    return f"{r['dtype']} {r['M']}&nbsp;x&nbsp;{r['N']}"
+
+
+def shortfall_pairs(d: dict) -> dict:
+    """The two comparisons the page draws: 'cluster' -> (reference, [cells of a cluster of 16]),
+    'odd' -> (reference, odd-width cell); the reference of the odd width is its row one shorter."""
+    rows = d["rows"]
+    refs = [r for r in rows if r["what"] == "reference"]
+    ref32 = next(r for r in refs if r["ncu"]["cluster"] == 1)
+    odd = next(r for r in rows if r["what"] == "odd width")
+    ref_odd = next(r for r in refs if r["dtype"] == odd["dtype"] and r["N"] == odd["N"] - 1)
+    return {"cluster": (ref32, [r for r in rows if r["what"] == "cluster of 16"]), "odd": (ref_odd, odd)}
+
+
+def softmax_shortfall(d: dict | None) -> str:
+    """Each profiled cell's share of the copy and what Nsight Compute counted in one call of it, then
+    the two comparisons in figures: the cluster-of-16 cells against rows of 4096; the odd width
+    against the row one element shorter, which takes the same plan."""
+    if d is None:
+        return MISSING.format(cmd="python scripts/gpu/softmax_shortfall.py results/softmax_shortfall.json",
+                              file="softmax_shortfall.json")
+    lines = ["*Per cell: blocks a row x threads a block; % of the copy; then one profiled call: DRAM busy, % of "
+             "its peak; instructions and branches executed, millions; registers a thread; threads an SM holds by "
+             "its registers; achieved occupancy, %; clusters the device keeps resident.*", "",
+             "| cell | plan | % of copy | DRAM % | instr. | branches | regs | threads an SM | occupancy | clusters |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in d["rows"]:
+        n = r["ncu"]
+        lines.append(f"| {_cell(r)} | {int(n['cluster'])}&nbsp;x&nbsp;{int(n['block'])} | {r['pct_copy']:.1f} "
+                     f"| {n['dram_pct']:.1f} | {n['instructions'] / 1e6:.1f} | {n['branch_instructions'] / 1e6:.2f} "
+                     f"| {int(n['registers'])} | {int(n['blocks_per_sm_by_registers'] * n['block'])} "
+                     f"| {n['achieved_occupancy_pct']:.1f} | {int(n['max_active_clusters'])} |")
+    pairs = shortfall_pairs(d)
+    ref, wide = pairs["cluster"]
+    out = ["\n".join(lines), ""]
+    for r in wide:
+        out.append(f"- {_cell(r)}, a cluster of {int(r['ncu']['cluster'])} a row: {r['pct_copy']:.1f}% of the copy, "
+                   f"DRAM {r['ncu']['dram_pct']:.1f}% busy, achieved occupancy {r['ncu']['achieved_occupancy_pct']:.1f}%; "
+                   f"{_cell(ref)}, a block a row: {ref['pct_copy']:.1f}%, {ref['ncu']['dram_pct']:.1f}%, "
+                   f"{ref['ncu']['achieved_occupancy_pct']:.1f}%.")
+    ref, odd = pairs["odd"]
+    n, m = odd["ncu"], ref["ncu"]
+    same = "the same occupancy" if abs(n["achieved_occupancy_pct"] - m["achieved_occupancy_pct"]) < 1 else "occupancy"
+    out.append(f"- {_cell(odd)} against {_cell(ref)}, the same plan: {odd['pct_copy']:.1f}% of the copy against "
+               f"{ref['pct_copy']:.1f}%, {n['instructions'] / m['instructions']:.2f} times the instructions and "
+               f"{n['branch_instructions'] / m['branch_instructions']:.2f} times the branches, {same} "
+               f"({n['achieved_occupancy_pct']:.1f}% and {m['achieved_occupancy_pct']:.1f}%).")
+    return "\n".join(out) + (f"\n\n*{d['device']}, torch {d['torch']}, CUDA {d['cuda']}, {d['date']}. % of copy: "
+                              f"{d['method']}. The rest: one call each under {d['profile']}.*\n")
+
+
 def expand(kind: str, arg: str | None) -> str | None:
     """The directive's Markdown, or None when `kind` is not one of ours."""
     if kind == "siblings_axes" and not arg:
@@ -182,6 +236,8 @@ def expand(kind: str, arg: str | None) -> str | None:
         return bench
     if kind == "softmax_waves" and not arg:
         return softmax_waves(load(WAVES))
+    if kind == "softmax_shortfall" and not arg:
+        return softmax_shortfall(load(SHORTFALL))
     if kind == "siblings_stamp" and not arg:
         return stamp(load(ERRORS), load(BENCH))
     return None
