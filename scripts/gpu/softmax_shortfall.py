@@ -1,6 +1,6 @@
 """Where `one_read` falls short of 90% of the copy, and why, from Nsight Compute: rows of 262144 (a
-cluster of 16 blocks a row) and rows of an odd width (50257: no row after the first starts on a
-16-byte word), each beside a cell that reaches the copy's pace: rows of 4096 (one block a row) and
+cluster of 16 blocks a row) and rows of an odd width (50257: one row in eight starts on a 16-byte
+word), each beside a cell that reaches the copy's pace: rows of 4096 (one block a row) and
 rows one element shorter, 50256, which take the same plan with every word whole.
 
 For each cell: one_read's share of the copy (median CUDA-event times, pipelined, `x.clone()` in
