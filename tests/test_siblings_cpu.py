@@ -388,7 +388,8 @@ def test_softmax_shortfall_prose_holds_to_its_profile():
     assert n["instructions"] > 1.1 * m["instructions"] and 1.7 <= n["branch_instructions"] / m["branch_instructions"] < 2
     assert odd["pct_copy"] < 90 <= ref["pct_copy"]
     # "only one row in eight of 50257 bf16 values starts on a 16-byte word"
-    size = {"bf16": 2, "fp16": 2, "fp32": 4}[odd["dtype"]]
+    from reimpl.docsite.ladder_tables import ITEMSIZE
+    size = ITEMSIZE[odd["dtype"]]
     starts = [r for r in range(odd["M"]) if r * odd["N"] * size % 16 == 0]
     assert starts == list(range(0, odd["M"], 8)) and odd["dtype"] == "bf16" and odd["N"] == 50257
     assert "Only one row in eight of 50257 bf16 values" in (t.RESULTS.parent / "docs/ladder/softmax.md").read_text()

@@ -169,7 +169,7 @@ def softmax_waves(d: dict | None) -> str:
 
 
 def _cell(r: dict) -> str:
-    return f"{r['dtype']} {r['M']}&nbsp;x&nbsp;{r['N']}"
+    return f"{r['dtype']} {siblings_bench_tables._shape((r['M'], r['N']))}"
 
 
 def shortfall_pairs(d: dict) -> dict:

@@ -25,7 +25,8 @@ from reimpl.checks.record import stamp  # noqa: E402
 from reimpl.ladder import softmax  # noqa: E402
 from reimpl.ladder.launch import regs_plan  # noqa: E402
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from siblings_bench import DTYPES  # noqa: E402
 # (dtype, M, N, what the cell stands for)
 CASES = (("fp32", 8192, 4096, "reference"), ("fp32", 128, 262144, "cluster of 16"),
          ("bf16", 256, 262144, "cluster of 16"), ("bf16", 1335, 50256, "reference"), ("bf16", 1335, 50257, "odd width"))
