@@ -128,7 +128,9 @@ class Plan:
             env[f"L{k}"], env[f"G{k}"], env[f"B{k}"] = rt.bind(kernel), grid, block
             exprs = []
             for a, (is_ptr, v) in enumerate(args):
-                if is_ptr:
+                if is_ptr == "scratch":  # a temporary of v bytes on the replay's stream
+                    exprs.append(f"scratch(DEVICE, stream, {int(v)})")
+                elif is_ptr:
                     exprs.append(address(v))
                 else:
                     env[f"C{k}_{a}"] = v
@@ -141,6 +143,17 @@ class Plan:
 
 
 _SCRATCH: dict = {}  # (device, stream) -> the buffers made for it, the largest last
+
+
+class StreamScratch(int):
+    """An address from `scratch` that a launch uses as a temporary of `nbytes` (a kernel writes it and a
+    later launch of the same call reads it): a plan asks `scratch` for it again on each replay, on the
+    replay's stream, rather than keep the address."""
+
+    def __new__(cls, device, stream: int, nbytes: int):
+        obj = super().__new__(cls, scratch(device, stream, nbytes))
+        obj.nbytes = nbytes
+        return obj
 
 
 def scratch(device, stream: int, nbytes: int) -> int:
@@ -173,7 +186,9 @@ def _make_plan(inputs: tuple, outputs: tuple, launches: list, stream: int) -> Pl
             return None
         spec = []
         for kind, a in zip(kernel.template.params, args, strict=True):
-            if kind == "ptr" and a != 0 and type(a) is not Resident:
+            if type(a) is StreamScratch:
+                spec.append(("scratch", a.nbytes))
+            elif kind == "ptr" and a != 0 and type(a) is not Resident:
                 i = where.get(int(a))
                 if i is None:
                     return None  # a buffer of the host code's own (a copy, a partial-sum buffer)

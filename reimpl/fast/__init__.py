@@ -3,8 +3,9 @@ from kernels of ours where torch would launch its vectorized forward or grad-inp
 the mirror everywhere else (dgamma and dbeta included), so the result is torch's in every case.
 
 This package is two layers. Its submodules are the kernel provider, beside the mirror: the CUDA
-(cuda/), the forward and dX kernels with their launch plans (forward.py, grad_input.py), and
-FastRuntime (runtime.py), which the mirror's host dispatch launches through. This file is the
+(cuda/), the forward and dX kernels with their launch plans (forward.py, grad_input.py), the fused
+backward route, off by default (backward.py), and FastRuntime (runtime.py), which the mirror's host
+dispatch launches through. This file is the
 public face: the public API with `kernels="fast"`, loaded on first use.
 
     native_layer_norm, fused_rms_norm      aten's forward contracts (as reimpl's)

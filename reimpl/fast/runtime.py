@@ -1,7 +1,9 @@
 """`FastRuntime`: the runtime that makes reimpl.fast a kernel provider. It runs the mirror's host
 code unchanged and, where that code launches torch's `vectorized_layer_norm_kernel` or
 `layer_norm_grad_input_kernel_vectorized`, launches ours (forward.py, grad_input.py) with the same
-arguments instead. So "which inputs take a fast kernel" has one definition, the mirror's host
+arguments instead. Where the grad-input launch will be followed by a GammaBeta tile, it launches the
+fused backward kernel (backward.py) instead, and the GammaBeta launch that follows becomes the finish
+of the chains that kernel left in a stream's scratch buffer. So "which inputs take a fast kernel" has one definition, the mirror's host
 dispatch: exactly the inputs torch sends to its vectorized kernels.
 
 The choice is `swap`, a function of the launch, the SM count and the reciprocal table's address.
@@ -13,19 +15,24 @@ from __future__ import annotations
 import threading
 
 from ..device import runtime
-from ..device.replay import Resident
+from ..device.replay import Resident, StreamScratch
 from ..mirror import kernel_table as K
-from . import forward, grad_input
+from . import backward, forward, grad_input
 
 
-def swap(kernel, grid, block, shared: int, args: tuple, sms: int, table):
+def swap(kernel, grid, block, shared: int, args: tuple, sms: int, table, chains=None):
     """(kernel, grid, block, shared, args) that reimpl.fast launches where the host code asked for
     `kernel`: ours in place of torch's vectorized forward and grad-input kernels, anything else
-    unchanged. `table()` gives the address of the device's reciprocal table (forward.py)."""
+    unchanged. `table()` gives the address of the device's reciprocal table (forward.py);
+    `chains(nbytes)`, where given, the address of a scratch buffer for the fused backward's chains."""
     if kernel.template is K.layer_norm_grad_input_kernel_vectorized:
         T, _, rms = kernel.targs
         dY, X, mean, rstd, gamma, dX, N = args
         M = runtime.dim3(grid)[0]  # torch launches one block per row
+        fused = backward.plan(T, rms, gamma != 0, M, N, sms) if chains is not None else None
+        if fused is not None:
+            return fused.kernel, fused.grid, fused.block, fused.shared, (*args, M, fused.Y,
+                                                                         chains(fused.chains_bytes(N)))
         fast, fgrid, fblock, fshared = grad_input.plan(T, rms, gamma != 0, M, N)
         return fast, fgrid, fblock, fshared, (*args, M)
     if kernel.template is K.vectorized_layer_norm_kernel:
@@ -39,7 +46,8 @@ def swap(kernel, grid, block, shared: int, args: tuple, sms: int, table):
 
 
 FORWARD_TEMPLATES = (forward.TEMPLATE, forward.WARP_TEMPLATE, forward.GROUP_TEMPLATE)
-GRAD_TEMPLATES = (grad_input.TEMPLATE, grad_input.WARP_TEMPLATE)
+GRAD_TEMPLATES = (grad_input.TEMPLATE, grad_input.WARP_TEMPLATE, backward.FUSED_TEMPLATE)
+COUNTED = FORWARD_TEMPLATES + GRAD_TEMPLATES + (backward.FINISH_TEMPLATE,)
 
 
 class FastRuntime(runtime.TorchCupyRuntime):
@@ -51,8 +59,11 @@ class FastRuntime(runtime.TorchCupyRuntime):
         super().__init__()
         self._tables: dict[int, object] = {}
         self._lock = threading.Lock()
+        self._pending = threading.local()  # per host thread: the fused launch whose chains await their finish
         self.fast_launches = 0  # forward
-        self.fast_grad_launches = 0  # dX
+        self.fast_grad_launches = 0  # dX (the fused backward kernel included)
+        self.fused_launches = 0  # the fused backward kernel
+        self.finish_launches = 0  # its finish, in place of torch's GammaBeta
 
     def reciprocals(self, device: int):
         """forward.reciprocal_table() on `device`, made once per device and never freed."""
@@ -66,9 +77,20 @@ class FastRuntime(runtime.TorchCupyRuntime):
         return t
 
     def resolve(self, kernel, grid, block, shared: int, args: tuple):
-        """`swap` on the current device (the replay recorder calls this to write down what runs)."""
+        """`swap` on the current device (the replay recorder calls this to write down what runs). A
+        GammaBeta launch right after a fused one, on the same tensors, becomes that launch's finish."""
+        pending, self._pending.launch = getattr(self._pending, "launch", None), None
+        if kernel.template is K.GammaBetaBackwardCUDAKernelTemplate and pending is not None:
+            finish = backward.finish_launch(*pending, kernel, args)
+            if finish is not None:
+                self._count(finish[0])
+                return finish
+        device = self._get_device()
         fast = swap(kernel, grid, block, shared, args, self.getCurrentDeviceProperties()["multiProcessorCount"],
-                    lambda: Resident(self.reciprocals(self._get_device()).data_ptr()))
+                    lambda: Resident(self.reciprocals(device).data_ptr()),
+                    lambda nbytes: StreamScratch(device, self.getCurrentCUDAStream(), nbytes))
+        if fast[0].template is backward.FUSED_TEMPLATE:
+            self._pending.launch = (fast[0], fast[4])
         if fast[0] is not kernel:  # counted where the choice is made; a plan's launcher counts its replays
             self._count(fast[0])
             self.allow_shared(fast[0], fast[3])
@@ -79,6 +101,9 @@ class FastRuntime(runtime.TorchCupyRuntime):
             self.fast_launches += 1
         elif kernel.template in GRAD_TEMPLATES:
             self.fast_grad_launches += 1
+            self.fused_launches += kernel.template is backward.FUSED_TEMPLATE
+        elif kernel.template is backward.FINISH_TEMPLATE:
+            self.finish_launches += 1
 
     def launch(self, kernel, grid, block, shared: int, stream: int, *args) -> None:
         kernel, grid, block, shared, args = self.resolve(kernel, grid, block, shared, args)
@@ -87,7 +112,7 @@ class FastRuntime(runtime.TorchCupyRuntime):
     def bind(self, kernel):
         """A plan's launcher: its kernel is already the chosen one. Ours count each replay."""
         fn = super().bind(kernel)
-        if kernel.template not in FORWARD_TEMPLATES + GRAD_TEMPLATES:
+        if kernel.template not in COUNTED:
             return fn
         count = self._count
 

@@ -1,0 +1,104 @@
+"""The fused backward kernel (reimpl/fast/cuda/fast_backward.cu): dX and the dgamma/dbeta chains in
+one pass over X and dY, then the chains' finish. Its launch plan, and the two swaps FastRuntime
+makes with it: torch's vectorized grad-input launch becomes the fused kernel, and the
+GammaBetaBackwardCUDAKernelTemplate launch that follows it becomes the finish kernel.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..device.compile import CudaSource
+from ..device.kernel_types import KernelTemplate
+from ..mirror import kernel_table as K
+from . import grad_input
+
+REGISTER_VECTORS = (1, 2, 4, 8, 16)  # R: vectors a torch dX thread holds (the kernel's rows: N <= 512 R)
+CLUSTER = 4  # blocks a cluster: one per warp of torch's 128-thread dX block
+THREAD_ROWS = (1, 8, 16, 32)  # Y: thread rows of torch's GammaBeta tiles <32, Y, 8 Y>
+MIN_ELEMENTS = 1 << 22  # smaller inputs keep the two-kernel route (see `plan`)
+# Off by default: the fused kernel gives torch's bits (tests/gpu/test_fast_backward_gpu.py) but is not
+# yet faster than the two-kernel route on most shapes (results/fused_backward_probe.json): a cluster
+# walks its chain's rows a step at a time and waits on each step, at 32 clusters for the whole GPU.
+ENABLED = False
+
+
+def step_rows(R: int) -> int:
+    """Rows a step of the fused kernel (its warps a block): fast_backward.cu's fused_step."""
+    return 8 if R >= 4 else 16
+
+
+def thread_rows(M: int, N: int, sms: int) -> int | None:
+    """Y of the GammaBeta tile torch launches for M x N (mirror: LaunchGammaBetaBackwardCUDAKernel),
+    None on its huge-M partial path, which ends in torch's .sum(0) and is left to the mirror. The
+    finish swap checks the launch it replaces against this Y, so a disagreement costs speed, never
+    bits (and tests/test_fast_backward_cpu.py holds the two together)."""
+    if M > 64 * 1024 and N // 32 < sms // 2:
+        return None
+    return 1 if M < 64 else 8 if M < 128 else 16 if M < 256 else 32
+
+
+@dataclass(frozen=True)
+class FusedPlan:
+    kernel: object
+    grid: tuple
+    block: tuple
+    shared: int
+    Y: int
+
+    def chains_bytes(self, N: int) -> int:
+        return 2 * self.Y * N * 4  # dgamma's Y chains, then dbeta's, in float
+
+
+def shared_bytes(T, R: int) -> int:
+    """Dynamic shared memory of a block: step_rows(R) rows of X and dY, 32 R vectors each."""
+    return step_rows(R) * 2 * 32 * R * 4 * K.sizeof(T)
+
+
+def plan(T, rms: bool, has_gamma: bool, M: int, N: int, sms: int) -> FusedPlan | None:
+    """The fused kernel for dX of M x N where a GammaBeta tile <32, Y, 8 Y> may follow, or None.
+    Taken with a weight (torch launches GammaBeta for dgamma and dbeta; a call that asks for neither
+    still gets dX right, the chains unread), rows of up to 512 R elements, and inputs of at least
+    MIN_ELEMENTS: below that the call's GPU time is a few microseconds and the route of two kernels
+    (fast dX, torch's GammaBeta) is as fast."""
+    if not ENABLED or not has_gamma or M * N < MIN_ELEMENTS:
+        return None
+    Y = thread_rows(M, N, sms)
+    R = next((r for r in REGISTER_VECTORS if 512 * r >= N), None)
+    if Y is None or R is None:
+        return None
+    return FusedPlan(FUSED_TEMPLATE[(T, K.float_, rms, R)], (CLUSTER * Y,), (32 * step_rows(R),),
+                     shared_bytes(T, R), Y)
+
+
+FINISH_THREADS = 256
+
+
+def finish_launch(fused, fused_args: tuple, gamma_beta, args: tuple):
+    """The finish kernel's launch in place of torch's GammaBeta launch (`gamma_beta` with `args`) that
+    follows the fused launch (`fused` with `fused_args`): when it reads the same dY, X, mean, rstd, M
+    and N and its tile has the fused launch's Y thread rows; else None (torch's GammaBeta runs)."""
+    dY, X, mean, rstd, _, _, N, M, Y, chains = fused_args
+    if gamma_beta.targs[3:5] != (Y, 8 * Y) or tuple(args[:6]) != (M, N, dY, X, mean, rstd):
+        return None  # another tile, or torch's huge-M partial path (<32, 1, 32>)
+    T, _, rms, _ = fused.targs
+    dg, db = args[6:8]
+    return FINISH_TEMPLATE[(T, K.float_, rms, Y)], (-(-N // FINISH_THREADS),), (FINISH_THREADS,), 0, (chains, dg, db, N)
+
+
+def _instantiations() -> list:
+    out = []
+    for T in (K.float_, K.Half, K.BFloat16):
+        for rms in (False, True):
+            out += [FUSED_TEMPLATE[(T, K.float_, rms, R)] for R in REGISTER_VECTORS]
+            out += [FINISH_TEMPLATE[(T, K.float_, rms, Y)] for Y in THREAD_ROWS]
+    return out
+
+
+SOURCE = CudaSource(Path(__file__).parent / "cuda", "fast_backward.cu", lambda: _instantiations(),
+                    include_dirs=(K.SOURCE.directory,))
+FUSED_TEMPLATE = KernelTemplate("fast_backward_fused_kernel",
+                                ("ptr", "ptr", "ptr", "ptr", "ptr", "ptr", "int", "int64", "int", "ptr"),
+                                SOURCE, "reimpl_fast")
+FINISH_TEMPLATE = KernelTemplate("fast_backward_finish_kernel", ("ptr", "ptr", "ptr", "int"), SOURCE, "reimpl_fast")
+assert grad_input.THREADS == 32 * CLUSTER  # a cluster block per torch dX warp

@@ -1,0 +1,67 @@
+"""Kernel times (torch's profiler, CUPTI) of reimpl.fast's LayerNorm backward on each of its two
+routes, beside torch's: the fused kernel with its finish (backward.ENABLED), and the route of two
+kernels (the fast dX kernel, then torch's GammaBeta tile), with every gradient asked for. Five
+calls each after warm-up; the bits of each route are compared with torch's. Writes a JSON record.
+Usage: python scripts/gpu/fused_probe.py OUT.json"""
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import torch  # noqa: E402
+
+from reimpl import fast  # noqa: E402
+from reimpl.checks.record import stamp  # noqa: E402
+from reimpl.fast import backward  # noqa: E402
+
+SHAPES = ((torch.float32, 4096, 1024), (torch.bfloat16, 65536, 768), (torch.float32, 16384, 4096),
+          (torch.bfloat16, 16384, 4096), (torch.float32, 8192, 6144), (torch.bfloat16, 8192, 8192))
+NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16"}
+
+
+def same(a, b) -> bool:
+    iv = torch.int16 if a.element_size() == 2 else torch.int32
+    return torch.equal(a.view(iv), b.view(iv))
+
+
+def kernel_us(call) -> dict:
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(5):
+            call()
+        torch.cuda.synchronize()
+    return {e.key.split("<")[0].split("::")[-1]: e.device_time_total / e.count
+            for e in prof.key_averages() if e.device_time_total > 0}
+
+
+def main(out: str) -> None:
+    rows = []
+    rt = fast.fast_runtime()
+    for dt, M, N in SHAPES:
+        x, dy = (torch.randn(M, N, device="cuda", dtype=dt) for _ in range(2))
+        w, b = (torch.randn(N, device="cuda", dtype=dt) for _ in range(2))
+        _, mean, rstd = torch.ops.aten.native_layer_norm(x, [N], w, b, 1e-5)
+        want = torch.ops.aten.native_layer_norm_backward(dy, x, [N], mean, rstd, w, b, [True] * 3)
+        routes = {"torch": lambda: torch.ops.aten.native_layer_norm_backward(dy, x, [N], mean, rstd, w, b, [True] * 3)}
+        for route, enabled in (("fast_two_kernels", False), ("fast_fused", True)):
+            backward.ENABLED = enabled
+            rt.plans.clear()
+            call = lambda: fast.native_layer_norm_backward(dy, x, [N], mean, rstd, w, b)  # noqa: E731
+            got = [call() for _ in range(3)][-1]
+            times = kernel_us(call)
+            rows.append({"dtype": NAMES[dt], "M": M, "N": N, "route": route, "kernels_us": times,
+                         "total_us": sum(times.values()), "bit_identical": all(map(same, got, want))})
+        times = kernel_us(routes["torch"])
+        rows.append({"dtype": NAMES[dt], "M": M, "N": N, "route": "torch", "kernels_us": times,
+                     "total_us": sum(times.values()), "bit_identical": True})
+        print({r["route"]: round(r["total_us"], 1) for r in rows[-3:]}, NAMES[dt], M, N, flush=True)
+    backward.ENABLED = False
+    Path(out).write_text(json.dumps({**stamp(), "method": "torch.profiler (CUPTI) kernel times, mean of 5 calls "
+                                     "after 3 warm-up calls, LayerNorm backward with weight and bias, every "
+                                     "gradient asked for; bit_identical: dX, dgamma, dbeta equal torch's",
+                                     "rows": rows}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,171 @@
+"""GPU: reimpl.fast's fused backward kernel (dX and the dgamma/dbeta chains in one pass, then the
+chains' finish) gives torch's dX, dgamma and dbeta bit for bit (NaN by position), on every GammaBeta
+tile it replaces (<32, Y, 8 Y>, Y = 1, 8, 16, 32), every row length its plan takes (R = 1 .. 16),
+rows past M in torch's last tile, every value kind, eps, mask and dtype; and through launch plans
+(replays), CUDA graphs, side streams and threads. The route is switched on here (backward.ENABLED)
+and its size floor (backward.MIN_ELEMENTS) lowered to 0, so small cases take it too. Counts go to the backward GPU summary
+under bwd_fused_* groups; `bwd_fused_kernel_cases` counts cases that launched the fused kernel and
+its finish."""
+import itertools
+import random
+import threading
+
+import pytest
+import torch
+
+from reimpl.checks import cases_backward as bwd
+from reimpl.checks.cases import VALUE_KINDS
+from tests.gpu.fast_runs import run_fast
+
+pytestmark = pytest.mark.gpu
+
+# M at and around each GammaBeta tile threshold (Y = 1 below 64, 8 below 128, 16 below 256, then 32)
+# and around whole tiles of 8 Y rows; N at each R of the plan and off the 32-column tiles
+FUSED_MS = (1, 7, 8, 9, 63, 64, 65, 100, 127, 128, 129, 200, 255, 256, 257, 300, 513, 1000, 2051)
+FUSED_NS = (4, 28, 252, 508, 512, 516, 1020, 1024, 1028, 2044, 2048, 2052, 4092, 4096, 4100, 6144, 8188, 8192)
+
+
+@pytest.fixture(autouse=True)
+def every_size_fuses(monkeypatch):
+    from reimpl.fast import backward
+    monkeypatch.setattr(backward, "MIN_ELEMENTS", 0)
+    monkeypatch.setattr(backward, "ENABLED", True)
+    from reimpl.fast import fast_runtime
+    fast_runtime().plans.clear()  # plans recorded with the route off would replay the two-kernel route
+    yield
+    fast_runtime().plans.clear()  # and the plans recorded here would keep the fused route on after
+
+
+def tile_cases() -> list[bwd.BackwardCase]:
+    out = []
+    for dt in ("fp32", "fp16", "bf16"):
+        for i, n in enumerate(FUSED_NS):
+            for j, m in enumerate(FUSED_MS if n <= 2052 else FUSED_MS[::3]):
+                k = len(out)
+                op = ("layer_norm", "rms_norm")[k % 2]
+                out.append(bwd.BackwardCase(op, dt, (m, n), weight=True, bias=op == "layer_norm",
+                                            values=VALUE_KINDS[k % len(VALUE_KINDS)],
+                                            dy_values=VALUE_KINDS[(k // 5) % len(VALUE_KINDS)],
+                                            eps=(1e-5, 0.0, 1e-2)[k % 3], seed=k))
+    return out
+
+
+def mask_cases() -> list[bwd.BackwardCase]:
+    """Every output mask, with bias (LayerNorm) and without (dgamma alone), on each tile class."""
+    out = []
+    for dt in ("fp32", "bf16"):
+        for m, n in ((7, 1028), (64, 1024), (200, 1028), (1000, 2048)):
+            for mask in itertools.product((False, True), repeat=3):
+                out.append(bwd.BackwardCase("layer_norm", dt, (m, n), mask=mask, seed=len(out)))
+            for mask in itertools.product((False, True), repeat=2):
+                out.append(bwd.BackwardCase("rms_norm", dt, (m, n), bias=False, mask=mask + (False,), seed=len(out)))
+            out.append(bwd.BackwardCase("layer_norm", dt, (m, n), bias=False, mask=(True, True, False), seed=len(out)))
+    return out
+
+
+def fused_sweep(rows_wanted: int = 100_000, seed: int = 31) -> list[bwd.BackwardCase]:
+    """Random cases the fused plan takes: N a multiple of 4 up to 8192, M across every tile."""
+    rng = random.Random(seed)
+    out, rows = [], 0
+    while rows < rows_wanted:
+        n = 4 * rng.choice((rng.randint(1, 128), rng.randint(1, 1024), rng.randint(1, 2048)))
+        m = rng.choice((rng.randint(1, 63), rng.randint(64, 255), rng.randint(256, 3000)))
+        op = rng.choice(("layer_norm", "rms_norm"))
+        bias = op == "layer_norm" and rng.random() < 0.8  # without one, dgamma alone (torch asks no dbeta)
+        out.append(bwd.BackwardCase(op, rng.choice(("fp32", "fp16", "bf16")), (m, n), weight=True, bias=bias,
+                                    mask=(True, True, bias),
+                                    values=rng.choice(VALUE_KINDS + ("normal",) * 3),
+                                    dy_values=rng.choice(VALUE_KINDS + ("normal",) * 5),
+                                    eps=rng.choice((1e-5, 1e-6, 0.0, 1e-2, 10.0)), seed=len(out)))
+        rows += m
+    return out
+
+
+def _run(group: str, cs):
+    return run_fast(f"bwd_fused_{group}", "bwd_fused_kernel_cases", "fused_launches", cs)
+
+
+@pytest.mark.parametrize("group", ["tiles", "masks"])
+def test_fused_backward_matches_torch(group):
+    cs = tile_cases() if group == "tiles" else mask_cases()
+    bad, fused = _run(group, cs)
+    assert not bad, bad[:10]
+    # every case with dX asked (and the weight torch's dgamma needs) runs the fused kernel
+    assert fused == sum(1 for c in cs if c.output_mask[0])
+
+
+def test_fused_backward_sweep_of_100000_rows():
+    cs = fused_sweep()
+    assert sum(c.shape[0] for c in cs) >= 100_000
+    bad, fused = _run("sweep", cs)
+    assert not bad, bad[:10]
+    assert fused == len(cs)
+
+
+def _grads(fn, dy, *args):
+    leaves = [t.clone().requires_grad_(True) for t in args]
+    fn(leaves[0], (args[0].shape[-1],), *leaves[1:]).backward(dy)
+    return [t.grad for t in leaves]
+
+
+def _same(a, b) -> bool:
+    iview = {2: torch.int16, 4: torch.int32}[a.element_size()]
+    return torch.equal(a.view(iview), b.view(iview))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fused_backward_replays_graphs_streams_and_threads(dtype):
+    """The same signature three times (the plan's replay asks the stream's scratch again), a CUDA
+    graph of the backward replayed on new data, a side stream, and four host threads at once: each
+    gives torch's gradients, and the finish ran in place of torch's GammaBeta."""
+    from reimpl import fast
+    rt = fast.fast_runtime()
+    M, N = 1000, 2048
+    F = torch.nn.functional
+    data = [[torch.randn(*s, device="cuda", dtype=dtype) for s in ((M, N), (N,), (N,), (M, N))] for _ in range(3)]
+    before = (rt.fused_launches, rt.finish_launches)
+    for x, w, b, dy in data:
+        assert all(map(_same, _grads(fast.layer_norm, dy, x, w, b), _grads(F.layer_norm, dy, x, w, b)))
+    assert (rt.fused_launches - before[0], rt.finish_launches - before[1]) == (3, 3)
+
+    x, w, b, dy = (t.clone() for t in data[0])
+    _, mean, rstd = torch.ops.aten.native_layer_norm(x, [N], w, b, 1e-5)
+    call = lambda: fast.native_layer_norm_backward(dy, x, [N], mean, rstd, w, b)  # noqa: E731
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        call()  # warm-up on a side stream, as graph capture wants
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=side):
+            outs = call()
+    torch.cuda.current_stream().wait_stream(side)
+    for x2, w2, b2, dy2 in data[1:]:
+        x.copy_(x2), w.copy_(w2), b.copy_(b2), dy.copy_(dy2)
+        _, m2, r2 = torch.ops.aten.native_layer_norm(x, [N], w, b, 1e-5)
+        mean.copy_(m2), rstd.copy_(r2)
+        graph.replay()
+        want = torch.ops.aten.native_layer_norm_backward(dy, x, [N], mean, rstd, w, b, [True, True, True])
+        assert all(map(_same, outs, want))
+
+    results, errors = {}, []
+
+    def worker(i):
+        try:
+            x, w, b, dy = data[i % 3]
+            s = torch.cuda.Stream()
+            with torch.cuda.stream(s):
+                for _ in range(20):
+                    got = _grads(fast.layer_norm, dy, x, w, b)
+            s.synchronize()
+            results[i] = got
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(repr(e))
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for i, got in results.items():
+        x, w, b, dy = data[i % 3]
+        assert all(map(_same, got, _grads(F.layer_norm, dy, x, w, b)))
