@@ -14,9 +14,10 @@ from ..mirror import kernel_table as K
 from . import grad_input
 
 REGISTER_VECTORS = (1, 2, 4, 8, 16)  # R: vectors a torch dX thread holds (the kernel's rows: N <= 512 R)
-CLUSTER = 4  # blocks a cluster: one per warp of torch's 128-thread dX block
+CLUSTER = grad_input.THREADS // 32  # blocks a cluster: one per warp of torch's 128-thread dX block
 THREAD_ROWS = (1, 8, 16, 32)  # Y: thread rows of torch's GammaBeta tiles <32, Y, 8 Y>
 MIN_ELEMENTS = 1 << 22  # smaller inputs keep the two-kernel route (see `plan`)
+FINISH_THREADS = 256  # the finish kernel's block: a thread a column
 # Off by default: the fused kernel gives torch's bits (tests/gpu/test_fast_backward_gpu.py) but is not
 # yet faster than the two-kernel route on most shapes (results/fused_backward_probe.json): a cluster
 # walks its chain's rows a step at a time and waits on each step, at 32 clusters for the whole GPU.
@@ -71,9 +72,6 @@ def plan(T, rms: bool, has_gamma: bool, M: int, N: int, sms: int) -> FusedPlan |
                      shared_bytes(T, R), Y)
 
 
-FINISH_THREADS = 256
-
-
 def finish_launch(fused, fused_args: tuple, gamma_beta, args: tuple):
     """The finish kernel's launch in place of torch's GammaBeta launch (`gamma_beta` with `args`) that
     follows the fused launch (`fused` with `fused_args`): when it reads the same dY, X, mean, rstd, M
@@ -101,4 +99,3 @@ FUSED_TEMPLATE = KernelTemplate("fast_backward_fused_kernel",
                                 ("ptr", "ptr", "ptr", "ptr", "ptr", "ptr", "int", "int64", "int", "ptr"),
                                 SOURCE, "reimpl_fast")
 FINISH_TEMPLATE = KernelTemplate("fast_backward_finish_kernel", ("ptr", "ptr", "ptr", "int"), SOURCE, "reimpl_fast")
-assert grad_input.THREADS == 32 * CLUSTER  # a cluster block per torch dX warp

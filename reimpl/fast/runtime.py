@@ -1,10 +1,10 @@
 """`FastRuntime`: the runtime that makes reimpl.fast a kernel provider. It runs the mirror's host
 code unchanged and, where that code launches torch's `vectorized_layer_norm_kernel` or
 `layer_norm_grad_input_kernel_vectorized`, launches ours (forward.py, grad_input.py) with the same
-arguments instead. Where the grad-input launch will be followed by a GammaBeta tile, it launches the
-fused backward kernel (backward.py) instead, and the GammaBeta launch that follows becomes the finish
-of the chains that kernel left in a stream's scratch buffer. So "which inputs take a fast kernel" has one definition, the mirror's host
-dispatch: exactly the inputs torch sends to its vectorized kernels.
+arguments instead. So "which inputs take a fast kernel" has one definition, the mirror's host
+dispatch: exactly the inputs torch sends to its vectorized kernels. With the fused backward route on
+(backward.py), the grad-input launch becomes the fused kernel and the GammaBeta launch that follows it
+on the same tensors becomes the finish of the chains that kernel left in the stream's scratch buffer.
 
 The choice is `swap`, a function of the launch, the SM count and the reciprocal table's address.
 A call's first run records the swapped launches in its launch plan (reimpl/device/replay.py), so
