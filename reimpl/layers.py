@@ -46,8 +46,8 @@ LAYERS = (
           "installed as aten's own; each call names its kernels, the mirror's or the fast ones.",
           ("fast", "mirror", "device")),
     Layer("fast", ("reimpl.fast.*",), "reimpl/fast/ (all but __init__.py)",
-          "A kernel provider beside the mirror: forward and dX kernels of ours with torch's exact bits, "
-          "launched by a runtime that the mirror's host dispatch runs under.",
+          "A kernel provider beside the mirror: forward, dX and fused backward kernels of ours with torch's "
+          "exact bits, launched by a runtime that the mirror's host dispatch runs under.",
           ("mirror", "device")),
     Layer("ladder", ("reimpl.ladder",), "reimpl/ladder/",
           "The study ladder: LayerNorm kernels from the textbook loop to apex's shape, one idea per rung.",

@@ -40,19 +40,30 @@ def test_thread_rows_is_the_tile_the_mirror_launches(M, N):
 
 
 def test_plan_takes_the_rows_it_is_built_for(monkeypatch):
-    monkeypatch.setattr(backward, "ENABLED", True)
+    assert backward.ENABLED  # on by default
     assert backward.plan(K.float_, False, True, 64, 4096, SMS) is None  # under MIN_ELEMENTS
     monkeypatch.setattr(backward, "MIN_ELEMENTS", 0)
-    for N, R in ((4, 1), (512, 1), (516, 2), (2048, 4), (2052, 8), (4096, 8), (8192, 16)):
+    monkeypatch.setattr(backward, "MIN_WIDTH", 0)
+    # bf16 blocks an SM by registers (2 R * 2 bytes + 88, rounded up to 8): 5 for R <= 2, 4 for 4 and 8,
+    # 3 for 16; the grid is every resident block of the 132 SMs
+    for N, R, blocks in ((4, 1, 660), (512, 1, 660), (516, 2, 660), (2048, 4, 528), (2052, 8, 528), (4096, 8, 528),
+                         (8192, 16, 396)):
         p = backward.plan(K.BFloat16, False, True, 4096, N, SMS)
         assert p.kernel.targs == (K.BFloat16, K.float_, False, R)
-        assert p.block == (32 * backward.step_rows(R),) and p.grid == (backward.CLUSTER * 32,)
-        assert p.shared == backward.step_rows(R) * 2 * 32 * R * 8  # rows x (X, dY) x vectors x 8 bytes
+        assert p.block == (128,) and p.grid == (blocks,) and p.shared == 0 and p.Y == 32
+    # fewer rows than resident blocks: a block a row
+    assert backward.plan(K.float_, False, True, 300, 1024, SMS).grid == (300,)
+    # fewer resident blocks than the chains need (8 SMs of 2 fp32 R = 16 blocks; N = 8192 has 64 slabs
+    # x 32 chains = 2048 warp-units, two a warp, four warps a block): 256 blocks
+    assert backward.plan(K.float_, False, True, 4096, 8192, 8).grid == (256,)
     assert backward.plan(K.float_, False, True, 4096, 8196, SMS) is None  # longer than 512 R
     assert backward.plan(K.float_, False, False, 4096, 4096, SMS) is None  # no weight
     assert backward.plan(K.float_, False, True, 70000, 1024, SMS) is None  # torch's partial path
+    monkeypatch.setattr(backward, "MIN_WIDTH", 1536)
+    assert backward.plan(K.float_, False, True, 4096, 1532, SMS) is None  # narrower than MIN_WIDTH
+    assert backward.plan(K.float_, False, True, 4096, 1536, SMS) is not None
     monkeypatch.setattr(backward, "ENABLED", False)
-    assert backward.plan(K.float_, False, True, 4096, 4096, SMS) is None  # the route is off by default
+    assert backward.plan(K.float_, False, True, 4096, 4096, SMS) is None  # the route switched off
 
 
 @pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
@@ -61,8 +72,8 @@ def test_finish_replaces_the_gamma_beta_launch_that_follows(monkeypatch, op, M):
     """On the mirror's recorded launches: the dX launch becomes the fused kernel with the chains'
     scratch; the GammaBeta launch becomes the finish, reading that scratch and writing torch's
     dgamma and dbeta pointers; a GammaBeta launch on other tensors keeps torch's kernel."""
-    monkeypatch.setattr(backward, "ENABLED", True)
     monkeypatch.setattr(backward, "MIN_ELEMENTS", 0)
+    monkeypatch.setattr(backward, "MIN_WIDTH", 0)
     N, CHAINS = 1024, 0x7F00_0000_2000
     (dk, dl, dargs), (gk, _, gargs) = _calls(M, N, op)
     assert dk.template is K.layer_norm_grad_input_kernel_vectorized

@@ -19,6 +19,7 @@
                              over the shared grid and the CUDA backward's probe (reimpl/docsite/backward_tables.py)
     {% apex_real %}          the apex rung beside apex's own build and torch (reimpl/docsite/apex_tables.py)
     {% fast_* ARG %}, {% ladder_ncu PASS %}   reimpl.fast's page (reimpl/docsite/fast_tables.py)
+    {% fused_route %}, {% fused_probe %}, {% fused_ncu %}   its fused backward (reimpl/docsite/fused_tables.py)
     {% releases %}, {% releases_gpu %}, {% releases_copies %}, {% releases_host %}, {% releases_host_changes %},
     {% releases_what_you_get %}, {% large_tensor %}   the torch release matrix, the host dispatch read from
                              newer copies, inputs past 2^32 elements (reimpl/docsite/releases_table.py)
@@ -39,7 +40,8 @@ import re
 
 from ..layers import LAYERS
 from ..upstream import manifest as manifest_mod
-from . import apex_tables, backward_tables, bn_routes, fast_tables, grid_tables, host_table, judge_tables, ladder_tables, releases_table, siblings_tables
+from . import (apex_tables, backward_tables, bn_routes, fast_tables, fused_tables, grid_tables, host_table, judge_tables,
+               ladder_tables, releases_table, siblings_tables)
 from .diagrams import DIAGRAMS
 from .parity_tables import numerics_example, parity
 from .source_links import symbol, symbol_index
@@ -161,6 +163,9 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return fast_tables.fast_grid_summary()
         if kind == "fast_group_gain" and not arg:
             return fast_tables.fast_group_gain()
+        fused = fused_tables.expand(kind, arg)
+        if fused is not None:
+            return fused
         sibling = siblings_tables.expand(kind, arg)
         if sibling is not None:
             return sibling

@@ -1,10 +1,11 @@
 """Torch's bits, faster: LayerNorm/RMSNorm with torch 2.11's exact out, mean and rstd, and exact dX,
-from kernels of ours where torch would launch its vectorized forward or grad-input kernel, and from
-the mirror everywhere else (dgamma and dbeta included), so the result is torch's in every case.
+dgamma and dbeta, from kernels of ours where torch would launch its vectorized forward or grad-input
+kernel (dgamma and dbeta in the same pass where backward.py's plan takes it), and from the mirror
+everywhere else, so the result is torch's in every case.
 
 This package is two layers. Its submodules are the kernel provider, beside the mirror: the CUDA
 (cuda/), the forward and dX kernels with their launch plans (forward.py, grad_input.py), the fused
-backward route, off by default (backward.py), and FastRuntime (runtime.py), which the mirror's host
+backward route (backward.py), and FastRuntime (runtime.py), which the mirror's host
 dispatch launches through. This file is the
 public face: the public API with `kernels="fast"`, loaded on first use.
 

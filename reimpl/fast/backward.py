@@ -14,19 +14,14 @@ from ..mirror import kernel_table as K
 from . import grad_input
 
 REGISTER_VECTORS = (1, 2, 4, 8, 16)  # R: vectors a torch dX thread holds (the kernel's rows: N <= 512 R)
-CLUSTER = grad_input.THREADS // 32  # blocks a cluster: one per warp of torch's 128-thread dX block
+WARPS = grad_input.THREADS // 32  # warps of a block: torch's 128-thread dX block
+CHAIN_UNITS = 2  # fast_backward.cu's CHAIN_UNITS: warp-units (a chain over 32 vectors) a warp holds at most
+SLAB = 32 * 4  # columns of a warp-unit: 32 lanes of a vector of 4
 THREAD_ROWS = (1, 8, 16, 32)  # Y: thread rows of torch's GammaBeta tiles <32, Y, 8 Y>
 MIN_ELEMENTS = 1 << 22  # smaller inputs keep the two-kernel route (see `plan`)
+MIN_WIDTH = 1536  # and so do narrower rows (see `plan`)
 FINISH_THREADS = 256  # the finish kernel's block: a thread a column
-# Off by default: the fused kernel gives torch's bits (tests/gpu/test_fast_backward_gpu.py) but is not
-# yet faster than the two-kernel route on most shapes (results/fused_backward_probe.json): a cluster
-# walks its chain's rows a step at a time and waits on each step, at 32 clusters for the whole GPU.
-ENABLED = False
-
-
-def step_rows(R: int) -> int:
-    """Rows a step of the fused kernel (its warps a block): fast_backward.cu's fused_step."""
-    return 8 if R >= 4 else 16
+ENABLED = True  # False: every backward takes the route of two kernels (fast dX, torch's GammaBeta)
 
 
 def thread_rows(M: int, N: int, sms: int) -> int | None:
@@ -51,25 +46,41 @@ class FusedPlan:
         return 2 * self.Y * N * 4  # dgamma's Y chains, then dbeta's, in float
 
 
-def shared_bytes(T, R: int) -> int:
-    """Dynamic shared memory of a block: step_rows(R) rows of X and dY, 32 R vectors each."""
-    return step_rows(R) * 2 * 32 * R * 4 * K.sizeof(T)
+CHAIN_REGS = 48  # fast_backward.cu's CHAIN_REGS
+
+
+def resident_blocks(T, R: int) -> int:
+    """Blocks an SM holds at least: fast_grad_input.cu's grad_min_blocks with CHAIN_REGS more, which
+    the kernel's launch bounds make the compiler fit (the row's R vectors of X and dY in registers,
+    40 for the rest of the row, CHAIN_REGS for the chains' work)."""
+    regs = 2 * R * K.sizeof(T) + 40 + CHAIN_REGS
+    return max(1, min(16, 65536 // (grad_input.THREADS * (-(-regs // 8) * 8))))
+
+
+def grid_blocks(T, R: int, M: int, N: int, Y: int, sms: int) -> int:
+    """The fused kernel's grid: every resident block (the sweep is one wave, so its blocks keep
+    pace), no more than the rows, and at least enough warps for the chain units."""
+    units = -(-N // SLAB) * Y
+    least = -(-units // (WARPS * CHAIN_UNITS))
+    return max(least, min(M, sms * resident_blocks(T, R)))
 
 
 def plan(T, rms: bool, has_gamma: bool, M: int, N: int, sms: int) -> FusedPlan | None:
     """The fused kernel for dX of M x N where a GammaBeta tile <32, Y, 8 Y> may follow, or None.
     Taken with a weight (torch launches GammaBeta for dgamma and dbeta; a call that asks for neither
-    still gets dX right, the chains unread), rows of up to 512 R elements, and inputs of at least
-    MIN_ELEMENTS: below that the call's GPU time is a few microseconds and the route of two kernels
-    (fast dX, torch's GammaBeta) is as fast."""
-    if not ENABLED or not has_gamma or M * N < MIN_ELEMENTS:
+    still gets dX right, the chains unread), rows of MIN_WIDTH to 512 R elements, and inputs of at
+    least MIN_ELEMENTS: below that the call's GPU time is a few microseconds and the route of two
+    kernels (fast dX, torch's GammaBeta) is as fast. Narrower rows have too few chains to spread
+    (8 N lanes, each walking M / Y rows in order): measured (results/fused_backward_probe.json), the
+    fused kernel lost at N = 768 and 1024 and won from 1536 on."""
+    if not ENABLED or not has_gamma or M * N < MIN_ELEMENTS or N < MIN_WIDTH:
         return None
     Y = thread_rows(M, N, sms)
     R = next((r for r in REGISTER_VECTORS if 512 * r >= N), None)
     if Y is None or R is None:
         return None
-    return FusedPlan(FUSED_TEMPLATE[(T, K.float_, rms, R)], (CLUSTER * Y,), (32 * step_rows(R),),
-                     shared_bytes(T, R), Y)
+    return FusedPlan(FUSED_TEMPLATE[(T, K.float_, rms, R)], (grid_blocks(T, R, M, N, Y, sms),),
+                     (grad_input.THREADS,), 0, Y)
 
 
 def finish_launch(fused, fused_args: tuple, gamma_beta, args: tuple):

@@ -73,6 +73,10 @@ def main(out: str, quick: bool = False) -> None:
                                             for r in rows[-len(ms):]}, flush=True)
                 del x, dy, w, b
                 torch.cuda.empty_cache()
+                write(out, rows)  # after every cell: a run cut short keeps what it measured
+
+
+def write(out: str, rows: list) -> None:
     Path(out).write_text(json.dumps({**stamp(), "peers": peers.versions(), "methods": METHODS,
                                      "bytes": "GB/s counts x, dy, dx, mean (LayerNorm), rstd, gamma, dgamma and "
                                               "dbeta (LayerNorm); copy: x and its clone", "rows": rows}, indent=0) + "\n")

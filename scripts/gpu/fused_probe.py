@@ -1,7 +1,8 @@
 """Kernel times (torch's profiler, CUPTI) of reimpl.fast's LayerNorm backward on each of its two
-routes, beside torch's: the fused kernel with its finish (backward.ENABLED), and the route of two
-kernels (the fast dX kernel, then torch's GammaBeta tile), with every gradient asked for. Five
-calls each after warm-up; the bits of each route are compared with torch's. Writes a JSON record.
+routes, beside torch's: the fused kernel with its finish (taken here on every width: the plan's
+MIN_WIDTH set aside, and recorded with the other floors), and the route of two kernels (the fast dX
+kernel, then torch's GammaBeta tile), with every gradient asked for. Five calls each after warm-up;
+the bits of each route are compared with torch's. Writes a JSON record.
 Usage: python scripts/gpu/fused_probe.py OUT.json"""
 import json
 import sys
@@ -15,8 +16,13 @@ from reimpl import fast  # noqa: E402
 from reimpl.checks.record import stamp  # noqa: E402
 from reimpl.fast import backward  # noqa: E402
 
+MIN_WIDTH = backward.MIN_WIDTH
+
 SHAPES = ((torch.float32, 4096, 1024), (torch.bfloat16, 65536, 768), (torch.float32, 16384, 4096),
-          (torch.bfloat16, 16384, 4096), (torch.float32, 8192, 6144), (torch.bfloat16, 8192, 8192))
+          (torch.bfloat16, 16384, 4096), (torch.float32, 8192, 6144), (torch.bfloat16, 8192, 8192),
+          (torch.float32, 16384, 1024), (torch.bfloat16, 32768, 1536), (torch.float32, 32768, 2048),
+          (torch.bfloat16, 32768, 2048), (torch.bfloat16, 16384, 3072), (torch.float32, 8192, 3072),
+          (torch.bfloat16, 16384, 5120), (torch.float32, 4096, 8192))
 NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16"}
 
 
@@ -38,6 +44,7 @@ def kernel_us(call) -> dict:
 def main(out: str) -> None:
     rows = []
     rt = fast.fast_runtime()
+    backward.MIN_WIDTH = 0  # MIN_WIDTH (module level) keeps the plan's own
     for dt, M, N in SHAPES:
         x, dy = (torch.randn(M, N, device="cuda", dtype=dt) for _ in range(2))
         w, b = (torch.randn(N, device="cuda", dtype=dt) for _ in range(2))
@@ -57,7 +64,9 @@ def main(out: str) -> None:
                      "total_us": sum(times.values()), "bit_identical": True})
         print({r["route"]: round(r["total_us"], 1) for r in rows[-3:]}, NAMES[dt], M, N, flush=True)
     backward.ENABLED = False
-    Path(out).write_text(json.dumps({**stamp(), "method": "torch.profiler (CUPTI) kernel times, mean of 5 calls "
+    route = {"min_width": MIN_WIDTH, "max_width": 512 * max(backward.REGISTER_VECTORS),
+             "min_elements": backward.MIN_ELEMENTS}  # the plan's floors, set aside above
+    Path(out).write_text(json.dumps({**stamp(), "route": route, "method": "torch.profiler (CUPTI) kernel times, mean of 5 calls "
                                      "after 3 warm-up calls, LayerNorm backward with weight and bias, every "
                                      "gradient asked for; bit_identical: dX, dgamma, dbeta equal torch's",
                                      "rows": rows}, indent=1) + "\n")

@@ -198,10 +198,11 @@ __global__ void __launch_bounds__(32 * WARPS) fast_grad_input_warp_kernel(
 // --8<-- [end:fast_grad_input_warp_kernel]
 
 // Blocks per SM the compiler must fit in registers: the words held (R vectors each of X and dY)
-// plus 40 for everything else; R == 0 asks for nothing.
-template <typename T, unsigned int R>
+// plus 40 for everything else (EXTRA more for a kernel that also holds other work); R == 0 asks
+// for nothing.
+template <typename T, unsigned int R, int EXTRA = 0>
 __host__ __device__ constexpr int grad_min_blocks() {
-  const int regs = int(2 * R * sizeof(T)) + 40;
+  const int regs = int(2 * R * sizeof(T)) + 40 + EXTRA;
   const int b = 65536 / (128 * ((regs + 7) / 8 * 8));
   return R == 0 ? 1 : (b < 1 ? 1 : (b > 16 ? 16 : b));
 }
@@ -258,20 +259,21 @@ __device__ __forceinline__ void block_sums(float (&v)[S], float4* buf) {
 // shared memory (filled by cp.async while the register ones load), so both passes read the row from
 // chip. Each thread reads back only what it wrote, so no barrier guards the shared slots.
 // R == RS == 0 (rows beyond 128 * 32 vectors) streams the row twice, as torch does.
-template <typename T, typename T_ACC, bool rms_norm, bool has_gamma, unsigned int R, unsigned int RS>
-__global__ void __launch_bounds__(128, (grad_min_blocks<T, R>())) fast_grad_input_kernel(
-    const T* __restrict__ dY, const T* __restrict__ X, const T_ACC* __restrict__ mean,
-    const T_ACC* __restrict__ rstd, const T* __restrict__ gamma, T* dX, const int N, const int64_t M) {
+// grad_input_row is one row of it, for the kernel below and for the fused backward's row loop
+// (fast_backward.cu): `held` the block's RS vectors of X, then RS of dY, per thread; `buf` S float4.
+template <typename T, bool rms_norm, bool has_gamma, unsigned int R, unsigned int RS>
+__device__ __forceinline__ void grad_input_row(const T* __restrict__ dY, const T* __restrict__ X,
+                                               const float* __restrict__ mean, const float* __restrict__ rstd,
+                                               const T* __restrict__ gamma, T* dX, const int N, const int64_t row,
+                                               unsigned char* held, float4* buf) {
   using words = words_t<T>;
   constexpr int S = rms_norm ? 1 : 2;  // statistics: stats_x1 (LayerNorm only) and stats_x2
   constexpr int P = R + RS;  // vectors a thread holds
-  __shared__ float4 buf[S];  // one float per warp for each statistic (torch: reduce_buf, 4 floats)
-  extern __shared__ __align__(16) unsigned char held[];  // RS vectors of X, then RS of dY, per thread
   words* xs = reinterpret_cast<words*>(held);
   words* dys = xs + RS * 128;
   const int t = threadIdx.x;
   const int n_vec = N / vec_size;
-  const auto g = grad_row<T, rms_norm, has_gamma>(dY, X, mean, rstd, gamma, dX, blockIdx.x, N);
+  const auto g = grad_row<T, rms_norm, has_gamma>(dY, X, mean, rstd, gamma, dX, row, N);
   float st[S] = {};  // stats_x1 (LayerNorm), stats_x2 last
   float& s1 = st[0];
   float& s2 = st[S - 1];
@@ -328,6 +330,15 @@ __global__ void __launch_bounds__(128, (grad_min_blocks<T, R>())) fast_grad_inpu
   } else {
     for (int i = t; i < n_vec; i += 128) g.store(g.X[i], g.dY[i], i, s1, s2, fH, term1);
   }
+}
+
+template <typename T, typename T_ACC, bool rms_norm, bool has_gamma, unsigned int R, unsigned int RS>
+__global__ void __launch_bounds__(128, (grad_min_blocks<T, R>())) fast_grad_input_kernel(
+    const T* __restrict__ dY, const T* __restrict__ X, const T_ACC* __restrict__ mean,
+    const T_ACC* __restrict__ rstd, const T* __restrict__ gamma, T* dX, const int N, const int64_t M) {
+  __shared__ float4 buf[rms_norm ? 1 : 2];  // one float per warp for each statistic (torch: reduce_buf, 4 floats)
+  extern __shared__ __align__(16) unsigned char held[];  // RS vectors of X, then RS of dY, per thread
+  grad_input_row<T, rms_norm, has_gamma, R, RS>(dY, X, mean, rstd, gamma, dX, N, blockIdx.x, held, buf);
 }
 // --8<-- [end:fast_grad_input_kernel]
 
