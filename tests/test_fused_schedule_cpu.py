@@ -1,0 +1,99 @@
+"""CPU-only: the fused backward kernel's schedule (reimpl/fast/cuda/fast_backward.cu), its index
+arithmetic written out in Python, covers what torch's order needs exactly once: every row gets its dX
+from one block; every (thread row y, vector v) chain is owned by one warp-unit; each unit walks every
+tile of its chain, in ascending order, once; and the plan's grids (reimpl/fast/backward.py) leave no
+unit unowned. The GPU tests check the bits; this checks, for shapes and grids they do not reach, that
+no chain is dropped, doubled or walked out of order."""
+import itertools
+
+import pytest
+
+from reimpl.fast import backward
+from reimpl.mirror import kernel_table as K
+
+WARPS, UNITS = backward.WARPS, backward.CHAIN_UNITS
+
+
+def schedule(M: int, N: int, Y: int, blocks: int):
+    """What the kernel does, as fast_backward.cu's loops index it: (dX rows per block, chains per
+    (block, warp, q) with the tiles it walks in order)."""
+    rows_a_tile = 8 * Y
+    tiles = -(-M // rows_a_tile)
+    n_vec = N // 4
+    slabs = -(-n_vec // 32)
+    units = slabs * Y
+    rows, walks = {}, {}
+    for b in range(blocks):
+        owned = []
+        for warp in range(WARPS):
+            for q in range(UNITS):
+                u = b + blocks * (warp + 4 * q)  # unit_of(q)
+                if u >= units:
+                    break
+                owned.append((warp, q, u // slabs, 32 * (u % slabs)))  # chain y, the slab's first vector
+        next_tile, j, done = 0, 0, []
+        while True:
+            row = b + blocks * j
+            if row < M:
+                rows.setdefault(row, []).append(b)
+            front = blocks * (j + 1) if row < M else M
+            passed = tiles if front >= M else front // rows_a_tile
+            while next_tile < passed:
+                done.append(next_tile)
+                next_tile += 1
+            if front >= M:
+                break
+            j += 1
+        for warp, q, y, v0 in owned:
+            for lane in range(32):
+                if v0 + lane < n_vec:
+                    walks.setdefault((y, v0 + lane), []).append(((b, warp, q), list(done)))
+    return rows, walks, tiles, n_vec
+
+
+SHAPES = [(M, N) for M in (256, 257, 511, 1000, 4096, 5000) for N in (4, 508, 1536, 2052, 4100, 8192)]
+
+
+@pytest.mark.parametrize("M, N", SHAPES)
+def test_every_row_and_chain_once_and_in_order(M, N):
+    """On the fewest blocks whose warps hold the units (the plan's floor), one more, an odd count
+    past twice that, and a grid of 528 (an H100's resident count for 16-bit rows of 2049 to 4096)."""
+    Y = backward.thread_rows(M, N, 132)
+    least = -(-(-(-(N // 4) // 32) * Y) // (WARPS * UNITS))  # slabs of 32 vectors x chains, over the warps
+    for blocks in sorted({least, least + 1, 2 * least + 3, max(least, 528)}):
+        rows, walks, tiles, n_vec = schedule(M, N, Y, blocks)
+        assert sorted(rows) == list(range(M)) and all(len(v) == 1 for v in rows.values())
+        assert set(walks) == set(itertools.product(range(Y), range(n_vec)))
+        for key, owners in walks.items():
+            assert len(owners) == 1, (blocks, key)
+            assert owners[0][1] == list(range(tiles)), (blocks, key)
+    assert least * WARPS * UNITS >= -(-(N // 4) // 32) * Y > (least - 1) * WARPS * UNITS
+
+
+@pytest.mark.parametrize("T", [K.float_, K.BFloat16])
+@pytest.mark.parametrize("M, N", [(4096, 1536), (300, 8192), (65536, 2048), (8192, 4100)])
+@pytest.mark.parametrize("sms", [8, 132])
+def test_the_plans_grid_owns_every_unit(monkeypatch, T, M, N, sms):
+    monkeypatch.setattr(backward, "MIN_ELEMENTS", 0)
+    p = backward.plan(T, False, True, M, N, sms)
+    assert p is not None
+    rows, walks, tiles, n_vec = schedule(M, N, p.Y, p.grid[0])
+    assert len(walks) == p.Y * n_vec and all(len(o) == 1 and o[0][1] == list(range(tiles)) for o in walks.values())
+
+
+def test_the_model_is_the_kernels_indexing():
+    """The lines of fast_backward.cu that `schedule` writes out, as they stand there."""
+    from pathlib import Path
+    src = (Path(backward.__file__).parent / "cuda" / "fast_backward.cu").read_text()
+    for line in ("const auto unit_of = [&](const int q) { return blockIdx.x + blocks * (warp + 4 * q); };",
+                 "if (u >= units) break;",
+                 "const int v = 32 * (int)(u % slabs) + lane;",
+                 "const int64_t row0 = k * rows_a_tile + 8 * (u / slabs);",
+                 "const int64_t row = blockIdx.x + blocks * j;",
+                 "const int64_t front = row < M ? blocks * (j + 1) : M;",
+                 "const int64_t passed = front >= M ? tiles : front / rows_a_tile;",
+                 "for (; next_tile < passed; next_tile++) chain_tile(next_tile);",
+                 "if (front >= M) break;",
+                 f"constexpr int CHAIN_UNITS = {backward.CHAIN_UNITS};",
+                 f"constexpr int CHAIN_REGS = {backward.CHAIN_REGS};"):
+        assert line in src, line
