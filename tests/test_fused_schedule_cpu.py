@@ -5,9 +5,11 @@ tile of its chain, in ascending order, once; and the plan's grids (reimpl/fast/b
 unit unowned. The GPU tests check the bits; this checks, for shapes and grids they do not reach, that
 no chain is dropped, doubled or walked out of order."""
 import itertools
+from pathlib import Path
 
 import pytest
 
+from reimpl.docsite import fused_tables as F
 from reimpl.fast import backward
 from reimpl.mirror import kernel_table as K
 
@@ -15,13 +17,14 @@ WARPS, UNITS = backward.WARPS, backward.CHAIN_UNITS
 
 
 def schedule(M: int, N: int, Y: int, blocks: int):
-    """What the kernel does, as fast_backward.cu's loops index it: (dX rows per block, chains per
+    """What the kernel does, as fast_backward.cu's loops index it (the sweep and the units' owners as the
+    page's table has them, reimpl/docsite/fused_tables.py): (dX rows per block, chains per
     (block, warp, q) with the tiles it walks in order)."""
-    rows_a_tile = 8 * Y
-    tiles = -(-M // rows_a_tile)
     n_vec = N // 4
     slabs = -(-n_vec // 32)
     units = slabs * Y
+    steps = list(F.sweep(M, Y, blocks))
+    tiles = -(-M // (8 * Y))  # torch's tiles of 8 Y rows: what every chain must walk
     rows, walks = {}, {}
     for b in range(blocks):
         owned = []
@@ -30,25 +33,29 @@ def schedule(M: int, N: int, Y: int, blocks: int):
                 u = b + blocks * (warp + 4 * q)  # unit_of(q)
                 if u >= units:
                     break
+                assert F.unit_owner(u, blocks) == (b, warp, q)
                 owned.append((warp, q, u // slabs, 32 * (u % slabs)))  # chain y, the slab's first vector
-        next_tile, j, done = 0, 0, []
-        while True:
-            row = b + blocks * j
-            if row < M:
-                rows.setdefault(row, []).append(b)
-            front = blocks * (j + 1) if row < M else M
-            passed = tiles if front >= M else front // rows_a_tile
-            while next_tile < passed:
-                done.append(next_tile)
-                next_tile += 1
-            if front >= M:
-                break
-            j += 1
+        done = []
+        for j, first, end, front, t0, t1 in steps:
+            if b + blocks * j < M:
+                rows.setdefault(b + blocks * j, []).append(b)
+            done += range(t0, t1)
         for warp, q, y, v0 in owned:
             for lane in range(32):
                 if v0 + lane < n_vec:
                     walks.setdefault((y, v0 + lane), []).append(((b, warp, q), list(done)))
     return rows, walks, tiles, n_vec
+
+
+def test_the_sites_shape_is_the_kernels():
+    assert (F.WARPS, F.CHAIN_UNITS, F.SLAB) == (WARPS, UNITS, backward.SLAB)
+    # the sweep table's input: the plan's grid and tile for bf16 16384 x 4096 on 132 SMs
+    p = backward.plan(K.BFloat16, False, True, F.SWEEP_M, F.SWEEP_N, 132)
+    assert (p.grid[0], p.Y) == (F.SWEEP_BLOCKS, F.SWEEP_Y)
+    text = F.fused_sweep()
+    steps = list(F.sweep(F.SWEEP_M, F.SWEEP_Y, F.SWEEP_BLOCKS))
+    assert text.count("\n| ") == 2 * F.SWEEP_SHOWN + 1 + 1  # the shown steps, the ellipsis, the header
+    assert f"| {steps[-1][0]} | {steps[-1][1]}–{F.SWEEP_M - 1} | {F.SWEEP_M} |" in text
 
 
 SHAPES = [(M, N) for M in (256, 257, 511, 1000, 4096, 5000) for N in (4, 508, 1536, 2052, 4100, 8192)]
@@ -83,7 +90,6 @@ def test_the_plans_grid_owns_every_unit(monkeypatch, T, M, N, sms):
 
 def test_the_model_is_the_kernels_indexing():
     """The lines of fast_backward.cu that `schedule` writes out, as they stand there."""
-    from pathlib import Path
     src = (Path(backward.__file__).parent / "cuda" / "fast_backward.cu").read_text()
     for line in ("const auto unit_of = [&](const int q) { return blockIdx.x + blocks * (warp + 4 * q); };",
                  "if (u >= units) break;",
@@ -97,3 +103,10 @@ def test_the_model_is_the_kernels_indexing():
                  f"constexpr int CHAIN_UNITS = {backward.CHAIN_UNITS};",
                  f"constexpr int CHAIN_REGS = {backward.CHAIN_REGS};"):
         assert line in src, line
+
+
+def test_the_pages_sweep_sentence():
+    page = (Path(backward.__file__).parents[2] / "docs/ladder/fast.md").read_text()
+    assert f"Each step reads {F.SWEEP_BLOCKS} rows for dX, a little over two\ntiles" in page
+    assert 2 < F.SWEEP_BLOCKS / (8 * F.SWEEP_Y) < 2.5
+
