@@ -90,3 +90,24 @@ def test_the_readmes_fused_route_numbers_are_the_records():
     most = 512 * max(backward.REGISTER_VECTORS)
     assert f"rows of {backward.MIN_WIDTH} to {most} elements with a weight and at least 2^22 elements" in readme
     assert backward.MIN_ELEMENTS == 1 << 22
+
+
+def test_the_readmes_whole_backward_line_is_the_record():
+    from reimpl.docsite import fast_tables as F
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    d = F.load(F.FAST_BACKWARD)
+    cells = [(k, c) for m in d["methods"] for k, c in F.backward_cells(d, m).items()]
+    big = [c for k, c in cells if F.large(*k[1:])]
+    small = [(k, c) for k, c in cells if not F.large(*k[1:])]
+    best = max(c["torch"]["ms"] / c["fast"]["ms"] for c in big)
+    assert all(c["fast"]["ms"] <= c["torch"]["ms"] for c in big)
+    assert {k[2:] for k, _ in small} == {(4096, 1024)}
+    assert all(c["fast"]["ms"] <= 1.02 * c["torch"]["ms"] for _, c in small)
+    s = F.backward_summary(d)
+    lo = min(v["pct"][0] for v in s.values())
+    hi = max(v["pct"][1] for v in s.values())
+    assert (f"no slower than torch's on every cell of at least 32 MB (up to {best:.2f}×" in readme
+            and f"at {lo:.0f}-{hi:.0f}% of copy on cells of at least 32 MB" in readme)
+    faster = sum(v["liger_faster"] for v in s.values())
+    assert f"faster on {faster} of those {sum(v['cells'] for v in s.values())}." in readme
+

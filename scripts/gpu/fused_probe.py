@@ -16,7 +16,7 @@ from reimpl import fast  # noqa: E402
 from reimpl.checks.record import stamp  # noqa: E402
 from reimpl.fast import backward  # noqa: E402
 
-MIN_WIDTH = backward.MIN_WIDTH
+MIN_WIDTH, ENABLED = backward.MIN_WIDTH, backward.ENABLED  # the plan's own, restored after the run
 
 SHAPES = ((torch.float32, 4096, 1024), (torch.bfloat16, 65536, 768), (torch.float32, 16384, 4096),
           (torch.bfloat16, 16384, 4096), (torch.float32, 8192, 6144), (torch.bfloat16, 8192, 8192),
@@ -44,7 +44,7 @@ def kernel_us(call) -> dict:
 def main(out: str) -> None:
     rows = []
     rt = fast.fast_runtime()
-    backward.MIN_WIDTH = 0  # MIN_WIDTH (module level) keeps the plan's own
+    backward.MIN_WIDTH = 0
     for dt, M, N in SHAPES:
         x, dy = (torch.randn(M, N, device="cuda", dtype=dt) for _ in range(2))
         w, b = (torch.randn(N, device="cuda", dtype=dt) for _ in range(2))
@@ -63,7 +63,7 @@ def main(out: str) -> None:
         rows.append({"dtype": NAMES[dt], "M": M, "N": N, "route": "torch", "kernels_us": times,
                      "total_us": sum(times.values()), "bit_identical": True})
         print({r["route"]: round(r["total_us"], 1) for r in rows[-3:]}, NAMES[dt], M, N, flush=True)
-    backward.ENABLED = False
+    backward.ENABLED, backward.MIN_WIDTH = ENABLED, MIN_WIDTH
     route = {"min_width": MIN_WIDTH, "max_width": 512 * max(backward.REGISTER_VECTORS),
              "min_elements": backward.MIN_ELEMENTS}  # the plan's floors, set aside above
     Path(out).write_text(json.dumps({**stamp(), "route": route, "method": "torch.profiler (CUPTI) kernel times, mean of 5 calls "
