@@ -110,3 +110,15 @@ def test_the_pages_sweep_sentence():
     assert f"Each step reads {F.SWEEP_BLOCKS} rows for dX, a little over two\ntiles" in page
     assert 2 < F.SWEEP_BLOCKS / (8 * F.SWEEP_Y) < 2.5
 
+
+@pytest.mark.parametrize("units, blocks", [(1024, 528), (2048, 396), (96, 660), (4096, 512)])
+def test_no_block_holds_more_than_one_unit_beyond_another(units, blocks):
+    """"dealt out over the blocks like cards (unit u to block u mod G)": a block's count of units is
+    floor(units / G) or one more."""
+    held = [0] * blocks
+    for u in range(units):
+        held[F.unit_owner(u, blocks)[0]] += 1
+    assert max(held) - min(held) <= 1
+    page = (Path(backward.__file__).parents[2] / "docs/ladder/fast.md").read_text()
+    assert "so no block holds more\n   than one unit beyond any other" in page
+

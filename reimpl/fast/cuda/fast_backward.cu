@@ -18,8 +18,8 @@
 //      taking rows b, b + blocks, ...: each such row is the fast dX kernel's, torch's dX bits.
 //   2. A chain is serial, so one warp owns it from the first tile to the last: warp-unit u is a
 //      chain y and a slab of 32 vectors (128 columns), lane l holding the chains of the slab's
-//      vector l. Units are dealt out over the blocks (unit u to block u % blocks), so every block has
-//      about the same share of chain work beside its rows.
+//      vector l. Units are dealt out over the blocks (unit u to block u % blocks), so no block holds
+//      more than one unit beyond any other, beside its rows.
 //   3. Between two of its rows, a block advances its units through every tile the sweep has passed:
 //      rows the blocks have just read for dX, so the chains' reads of X and dY come from L2, not
 //      DRAM. Nothing waits on another block: a block that runs late only reads from farther away.
