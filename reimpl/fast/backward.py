@@ -13,7 +13,7 @@ from ..device.kernel_types import KernelTemplate
 from ..mirror import kernel_table as K
 from . import grad_input
 
-REGISTER_VECTORS = (1, 2, 4, 8, 16)  # R: vectors a torch dX thread holds (the kernel's rows: N <= 512 R)
+REGISTER_VECTORS = grad_input.REGISTER_VECTORS  # R: the fast dX row's vectors a thread (rows: N <= 512 R)
 WARPS = grad_input.THREADS // 32  # warps of a block: torch's 128-thread dX block
 CHAIN_UNITS = 2  # fast_backward.cu's CHAIN_UNITS: warp-units (a chain over 32 vectors) a warp holds at most
 SLAB = 32 * 4  # columns of a warp-unit: 32 lanes of a vector of 4
@@ -22,6 +22,7 @@ MIN_ELEMENTS = 1 << 22  # smaller inputs keep the two-kernel route (see `plan`)
 MIN_WIDTH = 1536  # and so do narrower rows (see `plan`)
 FINISH_THREADS = 256  # the finish kernel's block: a thread a column
 ENABLED = True  # False: every backward takes the route of two kernels (fast dX, torch's GammaBeta)
+CHAIN_REGS = 48  # fast_backward.cu's CHAIN_REGS: registers for the chains' work beside the dX row's
 
 
 def thread_rows(M: int, N: int, sms: int) -> int | None:
@@ -44,9 +45,6 @@ class FusedPlan:
 
     def chains_bytes(self, N: int) -> int:
         return 2 * self.Y * N * 4  # dgamma's Y chains, then dbeta's, in float
-
-
-CHAIN_REGS = 48  # fast_backward.cu's CHAIN_REGS
 
 
 def resident_blocks(T, R: int) -> int:

@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch  # noqa: E402
 
 from reimpl import fast  # noqa: E402
+from reimpl.checks.parity import bit_mismatches  # noqa: E402
 from reimpl.checks.record import stamp  # noqa: E402
 from reimpl.fast import backward  # noqa: E402
 
@@ -24,11 +25,6 @@ SHAPES = ((torch.float32, 4096, 1024), (torch.bfloat16, 65536, 768), (torch.floa
           (torch.bfloat16, 32768, 2048), (torch.bfloat16, 16384, 3072), (torch.float32, 8192, 3072),
           (torch.bfloat16, 16384, 5120), (torch.float32, 4096, 8192))
 NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16"}
-
-
-def same(a, b) -> bool:
-    iv = torch.int16 if a.element_size() == 2 else torch.int32
-    return torch.equal(a.view(iv), b.view(iv))
 
 
 def kernel_us(call) -> dict:
@@ -58,7 +54,8 @@ def main(out: str) -> None:
             got = [call() for _ in range(3)][-1]
             times = kernel_us(call)
             rows.append({"dtype": NAMES[dt], "M": M, "N": N, "route": route, "kernels_us": times,
-                         "total_us": sum(times.values()), "bit_identical": all(map(same, got, want))})
+                         "total_us": sum(times.values()),
+                         "bit_identical": all(bit_mismatches(a, b) == 0 for a, b in zip(got, want))})
         times = kernel_us(routes["torch"])
         rows.append({"dtype": NAMES[dt], "M": M, "N": N, "route": "torch", "kernels_us": times,
                      "total_us": sum(times.values()), "bit_identical": True})
