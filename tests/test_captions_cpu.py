@@ -76,7 +76,12 @@ GPU_TABLES = {
     "{% fast_grid_summary %}": [gpu("results/fast_grid_bench.json") + ["Method:", "whole grid"]],
     "{% fast_grid fp16 %}": [gpu("results/fast_grid_bench.json") + ["Method:", "fp16"]],
     "{% fast_grid bf16 flushed %}": [gpu("results/fast_grid_bench.json") + ["L2 flushed", "bf16"]],
-    "{% fast_group_gain %}": [gpu("results/fast_grid_bench.json") + ["Method:", "group kernel"]],
+    "{% fast_gain group %}": [gpu("results/fast_grid_bench.json") + ["Method:", "group kernel"]],
+    "{% fast_gain stream %}": [gpu("results/fast_grid_bench.json") + ["Method:", "stream kernel"]],
+    "{% fast_probe route fast_plan stream_U16_B2 torch %}": [gpu("results/fast_forward_probe.json")
+                                                             + ["Method:", "register kernel"]],
+    "{% fast_probe group group_K1 group_K8 %}": [gpu("results/fast_forward_probe.json") + ["Method:", "sets of rows"]],
+    "{% fast_probe_ncu %}": [gpu("results/fast_forward_probe.json") + ["Nsight Compute", "Method:", "ncu"]],
     "{% host_overhead layer_norm %}": [gpu("results/host_overhead.json") + ["µs", "Method:", "median", "LayerNorm"]],
     "{% host_overhead rms_norm %}": [gpu("results/host_overhead.json") + ["µs", "Method:", "median", "RMSNorm"]],
     "{% host_profile %}": [gpu("results/host_overhead.json") + ["µs", "cProfile"]],

@@ -77,7 +77,7 @@ def test_finish_replaces_the_gamma_beta_launch_that_follows(monkeypatch, op, M):
     N, CHAINS = 1024, 0x7F00_0000_2000
     (dk, dl, dargs), (gk, _, gargs) = _calls(M, N, op)
     assert dk.template is K.layer_norm_grad_input_kernel_vectorized
-    fused = swap(dk, dl.grid, dl.block, dl.shared, dargs, SMS, lambda: 0, lambda nbytes: CHAINS)
+    fused = swap(dk, dl.grid, dl.block, dl.shared, dargs, SMS, lambda nbytes: CHAINS)
     assert fused[0].template is backward.FUSED_TEMPLATE and fused[4][-1] == CHAINS
     Y = fused[4][-2]
     assert Y == backward.thread_rows(M, N, SMS) == gk.targs[3]

@@ -1,7 +1,7 @@
-"""CPU: the fast kernel compiles for sm_90 with torch's numerics and no warnings (including the
-mirror's sources it reuses), without spilling registers; and its launch plan: groups of lanes, several
-rows a warp, up to N = 128, one warp per row up to N = 2048, then one (32, 4) block per row holding its share in registers up to N = 16384, streaming
-beyond."""
+"""CPU: the fast kernels compile for sm_90 with torch's numerics and no warnings (including the
+mirror's sources they reuse), without spilling registers; and their launch plan: groups of lanes,
+several rows a warp, up to N = 128, one warp per row up to N = 2048, then one (32, 4) block per row,
+holding its share in registers or streaming it through shared memory (`streams`)."""
 import itertools
 import re
 import subprocess
@@ -16,20 +16,22 @@ from reimpl.fast import forward as F
 def test_fast_kernel_compiles_for_sm90_without_warnings():
     prog = compile_mod.build(F.SOURCE, "sm_90", use_cache=False)
     assert prog.log == "", prog.log
-    # 15 (dtype, LayerNorm/RMSNorm, affine) combinations x 4 block kernels (R = 0, 8, 16, 32), and warp
-    # kernels (RW, rows, full): fp32 (1|2, 1, either), (4, 1, general); 16-bit (1|2, 2, either),
-    # (2, 4, full), (4, 1, general); group kernels G = 1 (full), and 2, 4, 8, 16, 32 (either)
-    assert len(prog.lowered) == len(F._instantiations()) == len(set(F._instantiations())) == 15 * (4 + 11) + 5 * 5 + 10 * 6
+    # 15 (dtype, LayerNorm/RMSNorm, affine) combinations x (a stream kernel, register kernels R = 8, 16,
+    # and 32 for the 6 of 16-bit LayerNorm, group kernels G = 1 (full) and 2, 4, 8, 16, 32 (either)),
+    # and warp kernels (RW, rows, full): fp32 (1|2, 1, either), (4, 1, general); 16-bit (1|2, 2,
+    # either), (2, 4, full), (4, 1, general)
+    assert len(prog.lowered) == len(F._instantiations()) == len(set(F._instantiations())) == \
+        15 * (1 + 2 + 11) + 6 + 5 * 5 + 10 * 6
     assert "-ftz=false" in compile_mod.compile_options(F.SOURCE, "sm_90")
     assert f"-I{K.SOURCE.directory}" in compile_mod.compile_options(F.SOURCE, "sm_90")
 
 
 @pytest.mark.parametrize("N,template,targs_tail,grid,block", [
-    (4, "fast_layer_norm_group_kernel", (1, 4, True), (8,), (32, 4)),     # 128 rows a block
-    (12, "fast_layer_norm_group_kernel", (4, 4, False), (32,), (32, 4)),  # 3 vectors: groups of 4 lanes
-    (64, "fast_layer_norm_group_kernel", (16, 4, True), (125,), (32, 4)),
-    (100, "fast_layer_norm_group_kernel", (32, 4, False), (250,), (32, 4)),
-    (128, "fast_layer_norm_group_kernel", (32, 4, True), (250,), (32, 4)),
+    (4, "fast_layer_norm_group_kernel", (1, 4, True, 8), (1,), (32, 4)),     # 1024 rows a block
+    (12, "fast_layer_norm_group_kernel", (4, 4, False, 8), (4,), (32, 4)),  # 3 vectors: groups of 4 lanes
+    (64, "fast_layer_norm_group_kernel", (16, 4, True, 8), (16,), (32, 4)),
+    (100, "fast_layer_norm_group_kernel", (32, 4, False, 8), (32,), (32, 4)),
+    (128, "fast_layer_norm_group_kernel", (32, 4, True, 8), (32,), (32, 4)),
     (132, "fast_layer_norm_warp_kernel", (1, 4, 2, False), (125,), (32, 4)),
     (512, "fast_layer_norm_warp_kernel", (1, 4, 2, True), (125,), (32, 4)),
     (516, "fast_layer_norm_warp_kernel", (2, 4, 2, False), (125,), (32, 4)),
@@ -40,22 +42,53 @@ def test_fast_kernel_compiles_for_sm90_without_warnings():
     (2048, "fast_layer_norm_warp_kernel", (4, 4, 1, False), (250,), (32, 4)),
     (2052, "fast_layer_norm_kernel", (8,), (1000,), (32, 4)),
     (8192, "fast_layer_norm_kernel", (16,), (1000,), (32, 4)),
-    (12288, "fast_layer_norm_kernel", (32,), (1000,), (32, 4)),
-    (16384, "fast_layer_norm_kernel", (32,), (1000,), (32, 4)),
-    (16388, "fast_layer_norm_kernel", (0,), (1000,), (32, 4)),
+    (8196, "fast_layer_norm_stream_kernel", (16,), (1000,), (32, 4)),  # 1000 rows: few for 132 SMs
+    (16384, "fast_layer_norm_stream_kernel", (16,), (1000,), (32, 4)),
+    (16388, "fast_layer_norm_stream_kernel", (16,), (1000,), (32, 4)),
 ])
 def test_plan(N, template, targs_tail, grid, block):
-    kernel, g, b = F.plan(K.BFloat16, False, True, True, 1000, N, 132)
+    kernel, g, b, shared = F.plan(K.BFloat16, False, True, True, 1000, N, 132)
     assert kernel.template.name == template and kernel.targs[-len(targs_tail):] == targs_tail
     assert (g, b) == (grid, block)
     assert kernel in F._instantiations()
+    assert (shared > 0) == (template == "fast_layer_norm_stream_kernel")
+
+
+@pytest.mark.parametrize("T,rms,M,N,stream", [
+    (K.BFloat16, False, 3168, 16384, True),    # 24 rows per SM on 132 SMs: the stream kernel
+    (K.BFloat16, False, 3169, 16384, False),   # more: 16-bit LayerNorm keeps its registers
+    (K.Half, False, 8192, 12288, False),
+    (K.BFloat16, False, 8192, 16388, True),    # past 32 vectors a thread, whatever M
+    (K.BFloat16, True, 8192, 16384, True),     # RMSNorm streams from 17 vectors a thread
+    (K.float_, False, 8192, 16384, True),      # and so does fp32
+    (K.float_, False, 8192, 8192, False),      # up to 16 vectors a thread: registers
+    (K.BFloat16, True, 100000, 8192, False),
+])
+def test_plan_streams(T, rms, M, N, stream):
+    kernel, *_ = F.plan(T, rms, True, not rms, M, N, 132)
+    assert (kernel.template is F.STREAM_TEMPLATE) == stream == F.streams(T, rms, M, N, 132)
+    assert kernel in F._instantiations()
+
+
+@pytest.mark.parametrize("T,N,shared", [
+    (K.BFloat16, 65536, 112 * 1024),   # 128 vectors a thread; 112 KB a block leaves room for two per SM
+    (K.float_, 65536, 56 * 2048),      # 16-byte vectors: 56 of the 128
+    (K.BFloat16, 32768, 64 * 1024),    # the whole row
+    (K.float_, 16384, 64 * 1024),
+    (K.Half, 16388, 33 * 1024),        # 33 vectors for thread 0, 32 for the others: room for 33
+])
+def test_stash_holds_what_two_blocks_per_sm_leave(T, N, shared):
+    assert F.stash_bytes(T, N) == shared
+    # two blocks, each with its stash, the driver's reserve and 24 static bytes, fit the SM's 228 KB
+    assert 2 * (shared + F.RESERVED_PER_BLOCK + 32) <= F.SHARED_PER_SM
+    assert F.stash_bytes(T, N, shared_per_sm=0) == 0  # a device without the room: no stash, still correct
 
 
 @pytest.mark.parametrize("T,rows,grid", [(K.float_, 1, (250,)), (K.Half, 2, (125,)), (K.BFloat16, 2, (125,))])
 def test_plan_rows_per_warp(T, rows, grid):
     # 16-bit rows up to 1024 elements go two to a warp (the weights are loaded and converted once for
     # both); fp32 rows and longer 16-bit rows one
-    kernel, g, _ = F.plan(T, True, True, False, 999, 1020, 132)
+    kernel, g, _, _ = F.plan(T, True, True, False, 999, 1020, 132)
     assert kernel.targs[-2] == rows and g == grid and kernel in F._instantiations()
 
 
@@ -72,7 +105,7 @@ def test_plan_rows_per_warp(T, rows, grid):
     (K.BFloat16, 2048, 4096, 132, 1, False, (1024,)),  # full measured slower at RW = 4
 ])
 def test_plan_rows_and_full(T, N, M, sms, rows, full, grid):
-    kernel, g, _ = F.plan(T, False, True, True, M, N, sms)
+    kernel, g, _, _ = F.plan(T, False, True, True, M, N, sms)
     assert kernel.targs[-2:] == (rows, full) and g == grid
 
 
@@ -80,7 +113,8 @@ def test_every_plan_is_instantiated():
     """Whatever M, N and SM count, the plan names a kernel the source instantiates."""
     for T, N, M, sms in itertools.product((K.float_, K.Half, K.BFloat16), (4, 8, 64, 124, 128, 132, 508, 512, 516,
                                                                            1020, 1024, 1028, 2048,
-                                                                           2052, 16384, 16388),
+                                                                           2052, 8196, 12288, 16384, 16388,
+                                                                           65536),
                                           (1, 7, 2112, 4096, 65536), (1, 66, 132, 144)):
         for rms, g, b in ((False, True, True), (False, True, False), (False, False, False), (True, True, False),
                           (True, False, False)):
@@ -91,9 +125,9 @@ def test_every_thread_fills_more_than_half_its_slots():
     """The kernels skip bounds checks on the first half of a thread's slots (RW / 2 or R / 2):
     that is only right if the plan's RW or R, for every N that keeps the row in registers, holds a
     thread's share and is less than twice it."""
-    for N, T in itertools.product(range(4, 16388, 4), (K.float_, K.BFloat16)):
-        kernel, _, _ = F.plan(T, False, True, True, 1, N, 132)
-        if kernel.template is F.GROUP_TEMPLATE:  # one vector a lane, its presence checked
+    for N, T, M in itertools.product(range(4, 16388, 4), (K.float_, K.BFloat16), (1, 10 ** 6)):
+        kernel, *_ = F.plan(T, False, True, True, M, N, 132)
+        if kernel.template in (F.GROUP_TEMPLATE, F.STREAM_TEMPLATE):  # each vector's presence checked
             continue
         slots = kernel.targs[-4] if kernel.template is F.WARP_TEMPLATE else kernel.targs[-1]
         share = -(-(N // 4) // F.THREADS)
@@ -102,7 +136,7 @@ def test_every_thread_fills_more_than_half_its_slots():
 
 def test_registers_without_spills():
     """Every instantiation fits its registers without a stack frame; the row-holding kernels stay
-    within what their __launch_bounds__ minimum-blocks figure allows (fp32 R = 32: 3 blocks/SM)."""
+    within what their __launch_bounds__ minimum-blocks figure allows (16-bit R = 32: 5 blocks/SM)."""
     import tempfile
     from reimpl.upstream.releases import cuobjdump
     tool = str(cuobjdump())
@@ -112,12 +146,12 @@ def test_registers_without_spills():
         f.flush()
         usage = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True, check=True).stdout
     found = re.findall(r"Function (\S+):\s+REG:(\d+) STACK:(\d+) SHARED:\d+ LOCAL:(\d+)", usage)
-    assert len(found) == len(set(F._instantiations())) == 15 * (4 + 11) + 5 * 5 + 10 * 6
+    assert len(found) == len(set(F._instantiations())) == 15 * (1 + 2 + 11) + 6 + 5 * 5 + 10 * 6
     for name, reg, stack, local in found:
         assert stack == "0" and local == "0", (name, reg, stack)
     regs = {n: int(r) for n, r, _, _ in found}
-    fp32_r32 = [r for n, r in regs.items() if "fast_layer_norm_kernelIff" in n and "Lj32E" in n]
-    assert fp32_r32 and max(fp32_r32) <= 168  # 3 blocks of 128 threads in 65536 registers
+    r32 = [r for n, r in regs.items() if "fast_layer_norm_kernelIN3c10" in n and "Lj32E" in n]
+    assert len(r32) == 6 and max(r32) <= 65536 // (5 * 128)  # 5 blocks of 128 threads in 65536 registers
 
 
 def test_the_page_counts_the_instantiations():
@@ -146,11 +180,6 @@ def test_bias_without_weight_stays_with_the_mirror():
     assert not F.takes(has_gamma=False, has_beta=True, rms=False)
     assert F.takes(True, True, False) and F.takes(True, False, False) and F.takes(False, False, False)
     assert F.takes(True, False, True) and F.takes(False, False, True)
-
-
-def test_reciprocal_table_covers_the_largest_count():
-    # torch's vectorized path takes N <= 2^24: a thread's count reaches 4 * ceil(N / 4 / 128)
-    assert F.MAX_COUNT >= 4 * -(-(2 ** 24 // 4) // 128)
 
 
 def test_rows_sweep_matches_the_rule():

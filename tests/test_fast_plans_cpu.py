@@ -1,7 +1,6 @@
 """CPU-only: reimpl.fast's kernel choice is made once per signature. `swap` puts our forward and dX
 kernels where torch's host code launches its vectorized ones; the launch-plan recorder writes down
-the swapped launch, so a replayed call launches our kernels directly, the reciprocal table's address
-kept in the plan as a `Resident` constant. Checked on every case of torch's recorded forward and
+the swapped launch, so a replayed call launches our kernels directly. Checked on every case of torch's recorded forward and
 backward launch tables: a replayed call makes the launches of the full host path under the same
 runtime, and they are ours exactly where the mirror launches torch's vectorized kernels."""
 import json
@@ -12,7 +11,6 @@ import pytest
 from reimpl.checks.cases import Case
 from reimpl.checks.cases_backward import BackwardCase
 from reimpl.device import replay, runtime
-from reimpl.device.replay import Resident
 from reimpl.fast import forward, grad_input
 from reimpl.fast.runtime import FORWARD_TEMPLATES, swap
 from reimpl.mirror import kernel_table as K
@@ -20,16 +18,15 @@ from reimpl.mirror import kernel_table as K
 REF = Path(__file__).resolve().parents[1] / "reference"
 FORWARD = json.loads((REF / "torch_launches_forward.json").read_text())["cases"]
 BACKWARD = json.loads((REF / "torch_launches_backward.json").read_text())["cases"]
-TABLE = 0x7F00_0000_1000  # where a device's reciprocal table would sit
 FORWARD_OURS = FORWARD_TEMPLATES
 GRAD_OURS = (grad_input.TEMPLATE, grad_input.WARP_TEMPLATE)
 
 
 class RecordingFast(runtime.RecordingRuntime):
-    """FastRuntime's choice on the recording runtime: the H100's 132 SMs and a fixed table address."""
+    """FastRuntime's choice on the recording runtime: the H100's 132 SMs."""
 
     def resolve(self, kernel, grid, block, shared, args):
-        return swap(kernel, grid, block, shared, args, 132, lambda: Resident(TABLE))
+        return swap(kernel, grid, block, shared, args, 132)
 
     def launch(self, kernel, grid, block, shared, stream, *args):
         kernel, grid, block, shared, args = self.resolve(kernel, grid, block, shared, args)
@@ -38,11 +35,11 @@ class RecordingFast(runtime.RecordingRuntime):
 
 def _named(calls, tensors):
     """Each launch with its pointers named by the tensor they point into (a buffer of the host
-    code's own by the order it first appears in; the table by its address)."""
+    code's own by the order it first appears in)."""
     where = {t.data_ptr(): ("t", i) for i, t in enumerate(tensors) if t is not None and t.data_ptr() != 0}
     return [(k.name, launch.grid, launch.block, launch.shared,
              tuple(where.setdefault(a, ("buffer", len(where)))
-                   if kind == "ptr" and a != 0 and type(a) is not Resident else ("c", int(a))
+                   if kind == "ptr" and a != 0 else ("c", int(a))
                    for kind, a in zip(k.template.params, args)))
             for k, launch, args in calls]
 
@@ -75,13 +72,11 @@ def _check(case, n_inputs):
     assert _named(replayed, args + tuple(got)) == _named(full.calls, args + tuple(want))
     expected = _expected_ours(mirror.calls)
     assert len(replayed) == len(expected)
-    for (k, _, a), ours in zip(replayed, expected):
+    for (k, _, _), ours in zip(replayed, expected):
         if ours is None:
             assert k.template not in FORWARD_OURS + GRAD_OURS
         else:
             assert k.template in ours
-        if k.template in FORWARD_OURS:  # the table's address stays a constant of the plan
-            assert a[-2] == TABLE and type(a[-2]) is Resident
     plan = rt.plans["sig"]
     if plan is not None:  # the plan itself holds our kernels: a replay does not choose again
         assert [step[0] for step in plan.launches] == [k for k, _, _ in replayed]
@@ -93,7 +88,7 @@ def test_forward_replays_our_kernels_where_torch_vectorizes(entry):
     case = Case.from_dict(entry["case"])
     plan, expected = _check(case, 3)
     x = case.make_args("cpu", values=False)[0]
-    assert (plan is not None) == (not case.transpose and x.numel() > 0)  # the table keeps no plan from forming
+    assert (plan is not None) == (not case.transpose and x.numel() > 0)
 
 
 @pytest.mark.parametrize("entry", BACKWARD, ids=[c["id"] for c in BACKWARD])

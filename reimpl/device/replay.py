@@ -11,7 +11,7 @@ of one of the call's tensors (inputs, or outputs it returns), the plan is kept:
     outputs: (shape, dtype, device) of each returned tensor, allocated fresh (torch.empty, or
              torch.empty_like of a contiguous input of the same shape and dtype)
     launches: (kernel, grid, block, shared, arguments), each pointer argument named by the tensor
-              it pointed into, everything else a constant (a `Resident` address included)
+              it pointed into, everything else a constant
 
 A later call with the same key allocates the outputs and makes the same launches with its own
 pointers, through the same runtime. A runtime that swaps kernels (reimpl.fast's) makes its choice
@@ -32,13 +32,6 @@ from .runtime import dim3
 
 _CONTIGUOUS = torch.contiguous_format
 MAX_PLANS = 4096  # per runtime; a full cache is emptied (signatures beyond this are unusual)
-
-
-class Resident(int):
-    """A device address that the runtime owns for the life of the process (a lookup table it made
-    once per device): a plan keeps it as a constant, where any other address must be one of the
-    call's tensors."""
-    __slots__ = ()
 
 
 class _Recorder:
@@ -188,7 +181,7 @@ def _make_plan(inputs: tuple, outputs: tuple, launches: list, stream: int) -> Pl
         for kind, a in zip(kernel.template.params, args, strict=True):
             if type(a) is StreamScratch:
                 spec.append(("scratch", a.nbytes))
-            elif kind == "ptr" and a != 0 and type(a) is not Resident:
+            elif kind == "ptr" and a != 0:
                 i = where.get(int(a))
                 if i is None:
                     return None  # a buffer of the host code's own (a copy, a partial-sum buffer)

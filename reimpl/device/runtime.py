@@ -267,6 +267,7 @@ class TorchCupyRuntime:
             p = cupy.cuda.runtime.getDeviceProperties(self._get_device())
             st.properties = {"maxGridSize": tuple(p["maxGridSize"]), "warpSize": p["warpSize"],
                              "multiProcessorCount": p["multiProcessorCount"],
+                             "sharedMemPerMultiprocessor": p["sharedMemPerMultiprocessor"],
                              "major": p["major"], "minor": p["minor"]}
         return st.properties
 

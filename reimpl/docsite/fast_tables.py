@@ -13,7 +13,8 @@
     {% fast_grid DTYPE [METHOD] %}  the forward on the whole shared grid (results/fast_grid_bench.json):
                                   % of copy of torch, reimpl.fast and Liger-Kernel per cell of at least 32 MB
     {% fast_grid_summary %}       its cells counted per dtype and method: at 90% of copy or more, slower than torch
-    {% fast_group_gain %}         rows of at most 128 elements before and after the group kernel
+    {% fast_gain CHANGE %}        the cells a change moved, before and after it: `group` (rows of at most
+                                  128 elements, the group kernel) or `stream` (rows past 8192, the stream kernel)
     {% ladder_ncu PASS %}         Nsight Compute on torch's kernel and reimpl.fast's (results/ncu_fast_PASS.json:
                                   forward, grad, or l2: dX and a copy with the L2 left warm), as two
                                   tables (time and instructions; memory) narrow enough not to clip
@@ -356,26 +357,36 @@ def fast_grid(arg: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def group_gain(d: dict) -> list[tuple]:
-    """(method, dtype, M, N, op, % of copy before, after) for the cells of N <= 128 that the record
-    holds before the group kernel."""
+# earlier runs the whole-grid record keeps, for the cells a change moved: key, and what that change was
+EARLIER = {"group": ("before_group_kernel", "the group kernel"),
+           "stream": ("before_stream_kernel", "the stream kernel")}
+
+
+def gain(d: dict, which: str) -> list[tuple]:
+    """(method, dtype, M, N, op, % of copy before, after) for the cells the record holds from before
+    the change `which` (EARLIER)."""
     def pct(rows):
         return {(r["method"], r["dtype"], r["M"], r["N"], r["kernel"]): r["pct_copy"] for r in rows}
-    before, after = pct(d["before_group_kernel"]["rows"]), pct(d["rows"])
+    before, after = pct(d[EARLIER[which][0]]["rows"]), pct(d["rows"])
     return [(*k[:4], k[4].removeprefix("fast_"), v, after[k]) for k, v in before.items()
             if k[4] != "copy" and k in after]
 
 
-def fast_group_gain() -> str:
+def fast_gain(which: str) -> str:
+    """Pipelined % of copy before and after a change; for the stream kernel, the cells of at least
+    32 MB with rows past 8192 elements (the rows it may take)."""
     d = load(FAST_GRID)
-    if d is None or "before_group_kernel" not in d:
+    if d is None or which not in EARLIER or EARLIER[which][0] not in d:
         return _grid_missing()
-    b = d["before_group_kernel"]
+    key, change = EARLIER[which]
+    b = d[key]
     names = {"layer_norm": "LayerNorm", "rms_norm": "RMSNorm"}
-    lines = [caption(f"% of copy of reimpl.fast's forward on rows of at most 128 elements, pipelined: before the "
-                     f"group kernel ({b['what']}) and with it", d, d["methods"]["pipelined"]),
-             "| dtype | M×N | op | before | with groups |", "|---|---|---|--:|--:|"]
-    for method, dtype, M, N, op, was, now in group_gain(d):
-        if method == "pipelined":
-            lines.append(f"| {dtype} | {M}×{N} | {names[op]} | {was:.0f} | {now:.0f} |")
+    size = {"fp32": 4, "bf16": 2, "fp16": 2}
+    rows = [g for g in gain(d, which) if g[0] == "pipelined"
+            and (which == "group" or (g[3] > 8192 and 2 * g[2] * g[3] * size[g[1]] >= LARGE))]
+    lines = [caption(f"% of copy of reimpl.fast's forward, pipelined: before {change} ({b['what']}) and with it",
+                     d, d["methods"]["pipelined"]),
+             "| dtype | M×N | op | before | now |", "|---|---|---|--:|--:|"]
+    for _, dtype, M, N, op, was, now in rows:
+        lines.append(f"| {dtype} | {M}×{N} | {names[op]} | {was:.0f} | {now:.0f} |")
     return "\n".join(lines) + "\n"

@@ -20,6 +20,7 @@
     {% apex_real %}          the apex rung beside apex's own build and torch (reimpl/docsite/apex_tables.py)
     {% fast_* ARG %}, {% ladder_ncu PASS %}   reimpl.fast's page (reimpl/docsite/fast_tables.py)
     {% fused_route %}, {% fused_probe %}, {% fused_ncu %}   its fused backward (reimpl/docsite/fused_tables.py)
+    {% fast_probe PART KERNEL ... %}, {% fast_probe_ncu %}   the fast forward's knobs (forward_probe_tables.py)
     {% releases %}, {% releases_gpu %}, {% releases_copies %}, {% releases_host %}, {% releases_host_changes %},
     {% releases_what_you_get %}, {% large_tensor %}   the torch release matrix, the host dispatch read from
                              newer copies, inputs past 2^32 elements (reimpl/docsite/releases_table.py)
@@ -40,8 +41,8 @@ import re
 
 from ..layers import LAYERS
 from ..upstream import manifest as manifest_mod
-from . import (apex_tables, backward_tables, bn_routes, fast_tables, fused_tables, grid_tables, host_table, judge_tables,
-               ladder_tables, releases_table, siblings_tables)
+from . import (apex_tables, backward_tables, bn_routes, fast_tables, forward_probe_tables, fused_tables, grid_tables,
+               host_table, judge_tables, ladder_tables, releases_table, siblings_tables)
 from .diagrams import DIAGRAMS
 from .parity_tables import numerics_example, parity
 from .source_links import symbol, symbol_index
@@ -161,8 +162,11 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return fast_tables.fast_grid(arg)
         if kind == "fast_grid_summary" and not arg:
             return fast_tables.fast_grid_summary()
-        if kind == "fast_group_gain" and not arg:
-            return fast_tables.fast_group_gain()
+        if kind == "fast_gain" and arg:
+            return fast_tables.fast_gain(arg)
+        probe = forward_probe_tables.expand(kind, arg)
+        if probe is not None:
+            return probe
         fused = fused_tables.expand(kind, arg)
         if fused is not None:
             return fused

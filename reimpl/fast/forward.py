@@ -1,23 +1,26 @@
-"""The fast forward kernel (reimpl/fast/cuda/fast_layer_norm.cu) as kernel objects, its launch
-plan (which instance, grid and block for M rows of N), and the reciprocal table it reads.
+"""The fast forward kernels (reimpl/fast/cuda/fast_layer_norm.cu) as kernel objects and their launch
+plan (which instance, grid, block and shared memory for M rows of N).
 reimpl/fast/runtime.py decides when it runs.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
 from ..device.compile import CudaSource
 from ..device.kernel_types import KernelTemplate
 from ..mirror import kernel_table as K
 
-REGISTER_VECTORS = (8, 16, 32)  # R: vectors per thread kept in registers (N > 2048); 0: stream the row
+REGISTER_VECTORS = (8, 16, 32)  # R: vectors per thread kept in registers (2048 < N <= 16384)
 WARP_VECTORS = (1, 2, 4)  # RW: the warp kernel's vectors per virtual thread (N <= 2048)
 GROUP_LANES = (1, 2, 4, 8, 16, 32)  # G: the group kernel's lanes per row (N <= 128)
+GROUP_SETS = 8  # K: sets of 32 / G rows a warp of the group kernel loads at once
+STREAM_CHUNK = 16  # U: vectors a thread of the stream kernel loads at once
+STREAM_BLOCKS = 2  # stream-kernel blocks per SM its shared memory is sized for
+REGISTER_ROWS_PER_SM = 24  # 16-bit LayerNorm rows of 8192 < N <= 16384 keep the registers above this
+SHARED_PER_SM = 228 * 1024  # bytes of shared memory per SM on sm_90 (the H100's and H200's)
+RESERVED_PER_BLOCK = 1024  # shared memory the driver keeps for each block (sm_8x, sm_90)
 WARPS_PER_BLOCK = 4
 THREADS = 128  # torch's virtual threads per row, and the block of the per-row kernel
-MAX_COUNT = 4 * (2 ** 24 // (4 * THREADS))  # the largest per-thread count at N = 2^24: the table's size
 
 
 def _affine():
@@ -31,20 +34,22 @@ def _affine():
 def _instantiations() -> list:
     out = []
     for T, rms, g, b in _affine():
-        out += [TEMPLATE[(T, K.float_, rms, g, b, R)] for R in (0,) + REGISTER_VECTORS]
+        out += [TEMPLATE[(T, K.float_, rms, g, b, R)] for R in register_vectors(T, rms)]
+        out.append(STREAM_TEMPLATE[(T, K.float_, rms, g, b, STREAM_CHUNK)])
         out += [WARP_TEMPLATE[(T, K.float_, rms, g, b, RW, WARPS_PER_BLOCK, rows, full)]
                 for RW, rows, full in _warp_shapes(T)]
-        out += [GROUP_TEMPLATE[(T, K.float_, rms, g, b, G, WARPS_PER_BLOCK, full)] for G in GROUP_LANES
+        out += [GROUP_TEMPLATE[(T, K.float_, rms, g, b, G, WARPS_PER_BLOCK, full, GROUP_SETS)] for G in GROUP_LANES
                 for full in ((True,) if G == 1 else (False, True))]
     return out
 
 
-_PARAMS = ("int", "T_ACC", "ptr", "ptr", "ptr", "ptr", "ptr", "ptr", "ptr", "int64")
+_PARAMS = ("int", "T_ACC", "ptr", "ptr", "ptr", "ptr", "ptr", "ptr", "int64")
 SOURCE = CudaSource(Path(__file__).parent / "cuda", "fast_layer_norm.cu", lambda: _instantiations(),
                     include_dirs=(K.SOURCE.directory,))
 TEMPLATE = KernelTemplate("fast_layer_norm_kernel", _PARAMS, SOURCE, "reimpl_fast")
 WARP_TEMPLATE = KernelTemplate("fast_layer_norm_warp_kernel", _PARAMS, SOURCE, "reimpl_fast")
 GROUP_TEMPLATE = KernelTemplate("fast_layer_norm_group_kernel", _PARAMS, SOURCE, "reimpl_fast")
+STREAM_TEMPLATE = KernelTemplate("fast_layer_norm_stream_kernel", _PARAMS, SOURCE, "reimpl_fast")
 
 
 def group_lanes(N: int) -> int | None:
@@ -90,28 +95,64 @@ def _warp_shapes(T) -> list[tuple[int, int, bool]]:
     return out
 
 
-def plan(T, rms: bool, has_gamma: bool, has_beta: bool, M: int, N: int, sms: int):
-    """(kernel, grid, block). Rows of up to 128 elements go to groups of lanes, 32 / G rows a warp;
-    rows of up to 2048 elements go one warp per row, four rows a block;
-    up to 16384, one (32, 4) block per row holding its share in R registers; beyond, the block
-    streams the row. RW and R are the smallest that hold a thread's share, so every thread fills
-    more than half of its slots: the kernels skip the bounds checks on that first half. `sms` (the
-    device's SM count) decides rows per warp for grids of about one wave."""
+def register_vectors(T, rms: bool) -> tuple[int, ...]:
+    """The register kernel's R for element type T: 32 only where `streams` can keep it (16-bit LayerNorm)."""
+    return REGISTER_VECTORS if K.sizeof(T) == 2 and not rms else REGISTER_VECTORS[:-1]
+
+
+def stash_bytes(T, N: int, shared_per_sm: int = SHARED_PER_SM) -> int:
+    """The stream kernel's dynamic shared memory for rows of N: as many of each thread's vectors as
+    fit when STREAM_BLOCKS blocks share an SM (after the driver's reserve and the kernel's 24 static
+    bytes), at most all of them. The size also caps the blocks an SM holds, and so the rows in flight."""
+    vector = 128 * 4 * K.sizeof(T)  # one vector for each of the block's threads
+    budget = shared_per_sm // STREAM_BLOCKS - RESERVED_PER_BLOCK - 32
+    per_thread = -(-(N // 4) // THREADS)
+    return min(per_thread, max(budget, 0) // vector) * vector
+
+
+def plan(T, rms: bool, has_gamma: bool, has_beta: bool, M: int, N: int, sms: int,
+         shared_per_sm: int = SHARED_PER_SM):
+    """(kernel, grid, block, shared). Rows of up to 128 elements go to groups of lanes, 32 / G rows
+    a warp at a time; rows of up to 2048 elements go one warp per row, four rows a block; longer ones
+    one (32, 4) block per row, either holding its share in R registers or, where `streams` says so,
+    streaming it with as much of the row in shared memory as stash_bytes allows. RW and R are the smallest
+    that hold a thread's share, so every thread fills more than half of its slots: the kernels skip
+    the bounds checks on that first half. `sms` (the device's SM count) decides rows per warp for
+    grids of about one wave; `shared_per_sm` (its shared memory per SM) the stream kernel's stash."""
     G = group_lanes(N)
     if G is not None:
-        rows = WARPS_PER_BLOCK * (32 // G)
+        rows = WARPS_PER_BLOCK * (32 // G) * GROUP_SETS
         full = G == N // 4  # every lane of a group holds a vector: constant counts
-        return GROUP_TEMPLATE[(T, K.float_, rms, has_gamma, has_beta, G, WARPS_PER_BLOCK, full)], (-(-M // rows),), \
-            (32, WARPS_PER_BLOCK)
+        kernel = GROUP_TEMPLATE[(T, K.float_, rms, has_gamma, has_beta, G, WARPS_PER_BLOCK, full, GROUP_SETS)]
+        return kernel, (-(-M // rows),), (32, WARPS_PER_BLOCK), 0
     per_thread = -(-(N // 4) // THREADS)
     RW = next((r for r in WARP_VECTORS if r >= per_thread), None)
     if RW is not None:
         full = takes_full(N, RW)
         rows = rows_per_warp(T, RW, full, M, sms)
         kernel = WARP_TEMPLATE[(T, K.float_, rms, has_gamma, has_beta, RW, WARPS_PER_BLOCK, rows, full)]
-        return kernel, (-(-M // (WARPS_PER_BLOCK * rows)),), (32, WARPS_PER_BLOCK)
-    R = next((r for r in REGISTER_VECTORS if r >= per_thread), 0)
-    return TEMPLATE[(T, K.float_, rms, has_gamma, has_beta, R)], (M,), (32, 4)
+        return kernel, (-(-M // (WARPS_PER_BLOCK * rows)),), (32, WARPS_PER_BLOCK), 0
+    if not streams(T, rms, M, N, sms):
+        R = next(r for r in REGISTER_VECTORS if r >= per_thread)
+        return TEMPLATE[(T, K.float_, rms, has_gamma, has_beta, R)], (M,), (32, 4), 0
+    return STREAM_TEMPLATE[(T, K.float_, rms, has_gamma, has_beta, STREAM_CHUNK)], (M,), (32, 4), \
+        stash_bytes(T, N, shared_per_sm)
+
+
+def streams(T, rms: bool, M: int, N: int, sms: int) -> bool:
+    """Whether rows of more than 2048 elements go to the stream kernel rather than the register one:
+    always past 32 vectors a thread (N > 16384), where they do not fit; at 17 to 32 (8192 < N <= 16384)
+    too, where a block per row holding 32 vectors a thread leaves too few blocks per SM to hide its
+    loads (results/fast_forward_probe.json: fp32 8192 x 16384 LayerNorm 82% -> 91% of copy, bf16
+    512 x 16384 50% -> 77%), except 16-bit LayerNorm on more than REGISTER_ROWS_PER_SM rows per
+    SM, which measured within 2 points of it or ahead in registers (bf16 8192 x 16384: 88% against
+    84%; results/fast_forward_probe.json, part `route`)."""
+    per_thread = -(-(N // 4) // THREADS)
+    if per_thread <= 16:
+        return False
+    if per_thread > 32 or rms or K.sizeof(T) == 4:
+        return True
+    return M <= REGISTER_ROWS_PER_SM * sms
 
 
 def takes(has_gamma: bool, has_beta: bool, rms: bool) -> bool:
@@ -120,10 +161,3 @@ def takes(has_gamma: bool, has_beta: bool, rms: bool) -> bool:
     (results/sass_fma_table.md, layer_norm_kernel.cu:347-348), a choice a rewrite cannot promise."""
     return not (has_beta and not has_gamma and not rms)
 
-
-def reciprocal_table() -> np.ndarray:
-    """rcp[c] = 1.f / c (c = 1 .. MAX_COUNT), correctly rounded: NumPy's float32 division is IEEE,
-    and so is the `1.f / new_count` torch's kernel computes, so every entry is torch's value."""
-    counts = np.arange(MAX_COUNT + 1, dtype=np.float32)
-    with np.errstate(divide="ignore"):
-        return np.float32(1) / counts  # rcp[0] = inf, never read

@@ -6,7 +6,7 @@ dispatch: exactly the inputs torch sends to its vectorized kernels. With the fus
 (backward.py), the grad-input launch becomes the fused kernel and the GammaBeta launch that follows it
 on the same tensors becomes the finish of the chains that kernel left in the stream's scratch buffer.
 
-The choice is `swap`, a function of the launch, the SM count and the reciprocal table's address.
+The choice is `swap`, a function of the launch and the device's SM count and shared memory.
 A call's first run records the swapped launches in its launch plan (reimpl/device/replay.py), so
 later calls of the same signature replay our kernels directly, with no choice made again.
 """
@@ -15,16 +15,18 @@ from __future__ import annotations
 import threading
 
 from ..device import runtime
-from ..device.replay import Resident, StreamScratch
+from ..device.replay import StreamScratch
 from ..mirror import kernel_table as K
 from . import backward, forward, grad_input
 
 
-def swap(kernel, grid, block, shared: int, args: tuple, sms: int, table, chains=None):
+def swap(kernel, grid, block, shared: int, args: tuple, sms: int, chains=None,
+         shared_per_sm: int = forward.SHARED_PER_SM):
     """(kernel, grid, block, shared, args) that reimpl.fast launches where the host code asked for
     `kernel`: ours in place of torch's vectorized forward and grad-input kernels, anything else
-    unchanged. `table()` gives the address of the device's reciprocal table (forward.py);
-    `chains(nbytes)`, where given, the address of a scratch buffer for the fused backward's chains."""
+    unchanged. `chains(nbytes)`, where given, is the address of a scratch buffer for the fused
+    backward's chains;
+    `shared_per_sm` is the device's shared memory per SM (the forward stream kernel's stash)."""
     if kernel.template is K.layer_norm_grad_input_kernel_vectorized:
         T, _, rms = kernel.targs
         dY, X, mean, rstd, gamma, dX, N = args
@@ -40,12 +42,12 @@ def swap(kernel, grid, block, shared: int, args: tuple, sms: int, table, chains=
         N, eps, X, gamma, beta, mean, rstd, Y = args
         if forward.takes(gamma != 0, beta != 0, rms):
             M = runtime.dim3(grid)[0]
-            fast, fgrid, fblock = forward.plan(T, rms, gamma != 0, beta != 0, M, N, sms)
-            return fast, fgrid, fblock, 0, (*args, table(), M)
+            fast, fgrid, fblock, fshared = forward.plan(T, rms, gamma != 0, beta != 0, M, N, sms, shared_per_sm)
+            return fast, fgrid, fblock, fshared, (*args, M)
     return kernel, grid, block, shared, args
 
 
-FORWARD_TEMPLATES = (forward.TEMPLATE, forward.WARP_TEMPLATE, forward.GROUP_TEMPLATE)
+FORWARD_TEMPLATES = (forward.TEMPLATE, forward.WARP_TEMPLATE, forward.GROUP_TEMPLATE, forward.STREAM_TEMPLATE)
 GRAD_TEMPLATES = (grad_input.TEMPLATE, grad_input.WARP_TEMPLATE, backward.FUSED_TEMPLATE)
 COUNTED = FORWARD_TEMPLATES + GRAD_TEMPLATES + (backward.FINISH_TEMPLATE,)
 
@@ -57,24 +59,11 @@ class FastRuntime(runtime.TorchCupyRuntime):
 
     def __init__(self):
         super().__init__()
-        self._tables: dict[int, object] = {}
-        self._lock = threading.Lock()
         self._pending = threading.local()  # per host thread: the fused launch whose chains await their finish
         self.fast_launches = 0  # forward
         self.fast_grad_launches = 0  # dX (the fused backward kernel included)
         self.fused_launches = 0  # the fused backward kernel
         self.finish_launches = 0  # its finish, in place of torch's GammaBeta
-
-    def reciprocals(self, device: int):
-        """forward.reciprocal_table() on `device`, made once per device and never freed."""
-        t = self._tables.get(device)
-        if t is None:
-            import torch
-            with self._lock:
-                t = self._tables.get(device)
-                if t is None:
-                    t = self._tables[device] = torch.from_numpy(forward.reciprocal_table()).to(f"cuda:{device}")
-        return t
 
     def resolve(self, kernel, grid, block, shared: int, args: tuple):
         """`swap` on the current device (the replay recorder calls this to write down what runs). A
@@ -86,9 +75,10 @@ class FastRuntime(runtime.TorchCupyRuntime):
                 self._count(finish[0])
                 return finish
         device = self._get_device()
-        fast = swap(kernel, grid, block, shared, args, self.getCurrentDeviceProperties()["multiProcessorCount"],
-                    lambda: Resident(self.reciprocals(device).data_ptr()),
-                    lambda nbytes: StreamScratch(device, self.getCurrentCUDAStream(), nbytes))
+        properties = self.getCurrentDeviceProperties()
+        fast = swap(kernel, grid, block, shared, args, properties["multiProcessorCount"],
+                    lambda nbytes: StreamScratch(device, self.getCurrentCUDAStream(), nbytes),
+                    properties.get("sharedMemPerMultiprocessor", forward.SHARED_PER_SM))
         if fast[0].template is backward.FUSED_TEMPLATE:
             self._pending.launch = (fast[0], fast[4])
         if fast[0] is not kernel:  # counted where the choice is made; a plan's launcher counts its replays
@@ -122,5 +112,5 @@ class FastRuntime(runtime.TorchCupyRuntime):
         return launch
 
 
-# The process-wide FastRuntime (its kernels and reciprocal tables are loaded once per device).
+# The process-wide FastRuntime (its kernels are loaded once per device).
 fast_runtime = runtime.Shared(FastRuntime)

@@ -44,8 +44,12 @@ def plan_cases() -> list[Case]:
     that leaves the last warp short. Over the five large M, each value kind meets each of the five
     (op, weight, bias) combinations once. And every group size of the group kernel (N from 4 to
     128, groups of 1 to 32 lanes, some with empty lanes), with row counts that leave the last warp
-    and the last block short. Subnormal rows here once caught a mean that underflowed to -0, which
-    torch's merge with an empty thread turns into +0."""
+    and the last block short, and more than one set of rows a warp. Subnormal rows here once caught
+    a mean that underflowed to -0, which torch's merge with an empty thread turns into +0. And the
+    stream kernel: rows of 17 to 128 vectors a thread, whole chunks and partial ones (N = 20000:
+    39 or 40 vectors, a chunk of 16 and its halves; 16388: thread 0 holds one more), rows held whole
+    in shared memory and rows held in part; and, for 16-bit LayerNorm, the register kernel it keeps
+    above 24 rows per SM (3400 rows of 16384)."""
     combos = (("layer_norm", True, True), ("layer_norm", True, False), ("layer_norm", False, False),
               ("rms_norm", True, False), ("rms_norm", False, False))
     out = []
@@ -61,10 +65,19 @@ def plan_cases() -> list[Case]:
                 out.append(Case(op, dtype, (m, 1024), weight=weight, bias=bias, values=values,
                                 eps=(1e-5, 0.0)[i % 2], seed=len(out)))
         for n in (4, 8, 12, 16, 28, 32, 48, 64, 100, 124, 128):
-            for m in (1, 37, 1001):
+            for m in (1, 37, 1001, 5000):
                 for values in VALUE_KINDS:
                     for op, weight, bias in combos:
                         out.append(Case(op, dtype, (m, n), weight=weight, bias=bias, values=values, seed=len(out)))
+        for n, ms in ((8196, (3, 40)), (12288, (3, 40)), (16384, (3,)), (16388, (3, 40)), (20000, (3, 40)),
+                      (32768, (3,)), (65536, (2,))):
+            for m in ms:
+                for values in VALUE_KINDS:
+                    for op, weight, bias in combos:
+                        out.append(Case(op, dtype, (m, n), weight=weight, bias=bias, values=values, seed=len(out)))
+        if dtype != "fp32":
+            for op, weight, bias in combos[:3]:
+                out.append(Case(op, dtype, (3400, 16384), weight=weight, bias=bias, seed=len(out)))
     return out
 
 
@@ -110,6 +123,44 @@ def test_group_kernel_keeps_torchs_nan_where_a_mean_squared_overflows(N, scale):
     assert rt.fast_launches == before + 1
     for g, t in zip(got, want):
         assert bit_mismatches(g, t) == 0
+
+
+@pytest.fixture
+def fresh_plans():
+    """The fast runtime's launch plans emptied before and after: a test that changes the plan's
+    constants must not leave plans made with them."""
+    import reimpl.fast
+    rt = reimpl.fast.fast_runtime()
+    rt.plans.clear()
+    yield rt
+    rt.plans.clear()
+
+
+@pytest.mark.parametrize("blocks", [1, 2, 3, 7, 10 ** 6])
+def test_stream_kernel_gives_torchs_bits_whatever_it_keeps_in_shared_memory(blocks, fresh_plans, monkeypatch):
+    """The stream kernel reads its stash size S from the launch; every S gives torch's bits. Sizing
+    the stash for 1, 2, 3 or 7 blocks per SM keeps the whole row, most of it or a few vectors a
+    thread, and 10^6 blocks leaves no room at all (S = 0: both passes read global memory)."""
+    import reimpl.fast
+    from reimpl.checks.parity import bit_mismatches
+    from reimpl.fast import forward as F
+    monkeypatch.setattr(F, "STREAM_BLOCKS", blocks)
+    before = fresh_plans.fast_launches
+    launches = 0
+    for dtype, M, N in (("fp32", 5, 65536), ("bf16", 9, 20000), ("fp16", 7, 16388), ("fp32", 300, 12288)):
+        gen = torch.Generator(device="cuda").manual_seed(N)
+        x = torch.randn(M, N, device="cuda", dtype=DTYPES[dtype], generator=gen) * 3 + 1
+        x[1, 5] = float("nan")
+        w, b = (torch.randn(N, device="cuda", dtype=DTYPES[dtype], generator=gen) for _ in range(2))
+        T = {"fp32": F.K.float_, "bf16": F.K.BFloat16, "fp16": F.K.Half}[dtype]
+        assert all(F.plan(T, rms, True, not rms, M, N, 132)[0].template is F.STREAM_TEMPLATE for rms in (False, True))
+        for got, want in ((reimpl.fast.native_layer_norm(x, (N,), w, b, 1e-5),
+                           torch.ops.aten.native_layer_norm(x, [N], w, b, 1e-5)),
+                          (reimpl.fast.rms_norm(x, (N,), w, 1e-6), torch.nn.functional.rms_norm(x, (N,), w, 1e-6))):
+            launches += 1
+            for g, t in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+                assert bit_mismatches(g, t) == 0, (dtype, M, N)
+    assert fresh_plans.fast_launches == before + launches
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])

@@ -1,6 +1,6 @@
 // What the fast forward and grad-input kernels share: a row held as 32-bit words, each element
-// converted with T's own conversion when used, and the loads that read a row once. None of it
-// rounds anything: loads, copies and exact conversions keep every bit.
+// converted with T's own conversion when used. None of it rounds anything: copies and exact
+// conversions keep every bit.
 #pragma once
 #include "layer_norm_kernel.cu"
 
@@ -29,27 +29,6 @@ __device__ __forceinline__ float element(const words_t<T>& v, const int ii) {
     const unsigned int w = v.val[ii / 2];
     const unsigned short bits = (ii % 2) ? (unsigned short)(w >> 16) : (unsigned short)(w & 0xffffu);
     return static_cast<float>(T(bits, typename T::from_bits_t()));
-  }
-}
-
-// A row word, read once. keep_out_of_l1: the load does not allocate in L1 (ld.global.nc with
-// L1::no_allocate), so the weights, which every block of the SM reads again, stay there. It
-// matters where a thread holds 32 fp32 vectors: three 64 KB rows per SM stream through an L1 that
-// also has to keep 128 KB of gamma and beta (H100: fp32 8192 x 16384 LayerNorm, 88% -> 95% of copy;
-// results/fast_experiments.json). Elsewhere it gained nothing, so the plain load stays.
-template <bool keep_out_of_l1, typename W>
-__device__ __forceinline__ W load_once(const W* p) {
-  if constexpr (keep_out_of_l1) {
-    W v;
-    if constexpr (sizeof(W) == 16) {
-      asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-          : "=r"(v.val[0]), "=r"(v.val[1]), "=r"(v.val[2]), "=r"(v.val[3]) : "l"(p));
-    } else {
-      asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.val[0]), "=r"(v.val[1]) : "l"(p));
-    }
-    return v;
-  } else {
-    return *p;
   }
 }
 

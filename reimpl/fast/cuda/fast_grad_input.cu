@@ -292,8 +292,8 @@ __device__ __forceinline__ void grad_input_row(const T* __restrict__ dY, const T
 #pragma unroll
     for (int r = 0; r < (int)R; r++) {
       if (present(r)) {
-        xr[r] = load_once<false>(&g.X[t + 128 * r]);
-        dyr[r] = load_once<false>(&g.dY[t + 128 * r]);
+        xr[r] = g.X[t + 128 * r];
+        dyr[r] = g.dY[t + 128 * r];
       }
     }
 #pragma unroll

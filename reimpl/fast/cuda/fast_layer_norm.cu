@@ -11,8 +11,8 @@
 //   1. 1.f / new_count is not divided at run time. Where the count is known when compiling (the
 //      unrolled loops over a thread's registers), `1.f / c` is a constant the compiler folds with
 //      IEEE round-to-nearest, the value the division gives; where it is not (long rows that
-//      stream), it is read from a table of the same correctly rounded values. The merges' 1.f / count
-//      is rcp.rn's own fast path without its range check (count_reciprocal).
+//      stream, and the merges), it is rcp.rn's own fast path without its range check
+//      (count_reciprocal), the same value for every count.
 //   2. The row stays on chip between the statistics and the normalisation (R vectors per thread
 //      in registers), instead of being read a second time: loads and copies round nothing.
 //   3. The row is held as 32-bit words, two 16-bit elements each, and converted with T's own
@@ -150,42 +150,52 @@ __device__ __forceinline__ float normalize(const float x, const float mean, cons
   return xhat;
 }
 
-template <typename T, bool rms_norm, bool has_gamma, bool has_beta, typename vec_t>
-__device__ __forceinline__ void store_row(const words_t<T>& data, const int i, const float mean, const float rstd,
-                                          const vec_t* gamma_vec, const vec_t* beta_vec, vec_t* Y_vec) {
-  // the weights as words too: element<T> converts them as T's conversion does, in fewer instructions
-  vec_t out;
+// Vector i of gamma and beta, as words: element<T> converts them as T's conversion does, in fewer
+// instructions. Loaded apart from the stores, so that a caller can have several in flight before
+// its first store (the loads may not move past a store the compiler cannot tell apart from them).
+template <typename T, bool has_gamma, bool has_beta>
+struct Weights {
   words_t<T> g, b;
-  if (has_gamma) g = reinterpret_cast<const words_t<T>*>(gamma_vec)[i];
-  if (has_beta) b = reinterpret_cast<const words_t<T>*>(beta_vec)[i];
+};
+
+template <typename T, bool has_gamma, bool has_beta, typename vec_t>
+__device__ __forceinline__ void load_weights(Weights<T, has_gamma, has_beta>& w, const vec_t* gamma_vec,
+                                             const vec_t* beta_vec, const int i) {
+  if (has_gamma) w.g = reinterpret_cast<const words_t<T>*>(gamma_vec)[i];
+  if (has_beta) w.b = reinterpret_cast<const words_t<T>*>(beta_vec)[i];
+}
+
+template <typename T, bool rms_norm, bool has_gamma, bool has_beta, typename vec_t>
+__device__ __forceinline__ void store_row(const words_t<T>& data, const Weights<T, has_gamma, has_beta>& w,
+                                          const int i, const float mean, const float rstd, vec_t* Y_vec) {
+  vec_t out;
 #pragma unroll
   for (int ii = 0; ii < vec_size; ii++) {
     out.val[ii] = normalize<rms_norm, has_gamma, has_beta>(element<T>(data, ii), mean, rstd,
-                                                           has_gamma ? element<T>(g, ii) : 0.f,
-                                                           has_beta ? element<T>(b, ii) : 0.f);
+                                                           has_gamma ? element<T>(w.g, ii) : 0.f,
+                                                           has_beta ? element<T>(w.b, ii) : 0.f);
   }
   Y_vec[i] = out;
 }
 
 // Blocks per SM the compiler must fit in registers: the row's share (R * sizeof(T) words) plus
 // 32 for everything else, which the kernels need without spilling (bf16 R = 32: 92 registers,
-// 5 blocks; fp32 R = 32: 3 blocks). R == 0 (streaming) asks for nothing.
+// 5 blocks; fp32 R = 32: 3 blocks).
 template <typename T, unsigned int R>
 __host__ __device__ constexpr int min_blocks() {
   const int regs = int(R * sizeof(T)) + 32;
   const int b = 65536 / (128 * ((regs + 7) / 8 * 8));
-  return R == 0 ? 1 : (b < 1 ? 1 : (b > 16 ? 16 : b));
+  return b < 1 ? 1 : (b > 16 ? 16 : b);
 }
 
 // --8<-- [start:fast_layer_norm_kernel]
-// One (32, 4) block per row, exactly torch's shape and thread-to-vector map. R > 0: thread t keeps
-// vectors t + 128 r (r < R) in registers between the statistics and the normalisation. R == 0
-// (rows beyond 128 * 32 vectors): it streams the row twice, as torch does; counts are then only
-// known at run time, so the reciprocals come from the table `rcp` (rcp[c] = 1.f / c, IEEE).
+// One (32, 4) block per row, exactly torch's shape and thread-to-vector map: thread t keeps
+// vectors t + 128 r (r < R) in registers between the statistics and the normalisation.
 template <typename T, typename T_ACC, bool rms_norm, bool has_gamma, bool has_beta, unsigned int R>
 __global__ void __launch_bounds__(128, min_blocks<T, R>()) fast_layer_norm_kernel(
     const int N, T_ACC eps, const T* __restrict__ X, const T* gamma, const T* beta, T_ACC* mean,
-    T_ACC* rstd, T* Y, const float* __restrict__ rcp, const int64_t M) {
+    T_ACC* rstd, T* Y, const int64_t M) {
+  static_assert(R > 0, "rows beyond the registers go to fast_layer_norm_stream_kernel");
   using vec_t = aligned_vector<T, vec_size>;
   using words = words_t<T>;
   __shared__ float s_data[6];  // torch's 1.5 * blockDim.y floats
@@ -196,61 +206,174 @@ __global__ void __launch_bounds__(128, min_blocks<T, R>()) fast_layer_norm_kerne
   const vec_t* gamma_vec = reinterpret_cast<const vec_t*>(gamma);
   const vec_t* beta_vec = reinterpret_cast<const vec_t*>(beta);
   vec_t* Y_vec = reinterpret_cast<vec_t*>(Y + row * N);
-  if constexpr (R > 0) {
-    // thread t's slots are a prefix of its R, at least half of them: the plan picks R below twice a
-    // thread's share, so the first half needs no bounds check
-    const int n_mine = thrx < n_vec ? min((int)R, (n_vec - thrx + 127) / 128) : 0;
-    words data[R];
+  // thread t's slots are a prefix of its R, at least half of them: the plan picks R below twice a
+  // thread's share, so the first half needs no bounds check
+  const int n_mine = thrx < n_vec ? min((int)R, (n_vec - thrx + 127) / 128) : 0;
+  words data[R];
 #pragma unroll
-    for (int r = 0; r < (int)R; r++) {
-      if (r >= (int)R / 2 && r == n_mine) break;
-      data[r] = load_once<R * sizeof(T) >= 128>(&X_words[thrx + r * 128]);
-    }
-    WelfordDataLN wd(0.f, 0.f, 0.f);
+  for (int r = 0; r < (int)R; r++) {
+    if (r >= (int)R / 2 && r == n_mine) break;
+    data[r] = X_words[thrx + r * 128];
+  }
+  WelfordDataLN wd(0.f, 0.f, 0.f);
 #pragma unroll
-    for (int r = 0; r < (int)R; r++) {
-      if (r >= (int)R / 2 && r == n_mine) break;
-      wd = update<T, rms_norm>(wd, data[r], r * vec_size);
-    }
-    const WelfordDataLN st = block_tree<rms_norm>(wd, N, s_data);
-    const float rstd_val = c10::cuda::compat::rsqrt(st.sigma2 + eps);
+  for (int r = 0; r < (int)R; r++) {
+    if (r >= (int)R / 2 && r == n_mine) break;
+    wd = update<T, rms_norm>(wd, data[r], r * vec_size);
+  }
+  const WelfordDataLN st = block_tree<rms_norm>(wd, N, s_data);
+  const float rstd_val = c10::cuda::compat::rsqrt(st.sigma2 + eps);
+  using W = Weights<T, has_gamma, has_beta>;
 #pragma unroll
-    for (int r = 0; r < (int)R; r++) {
-      if (r >= (int)R / 2 && r == n_mine) break;
-      keep_packed<T>(data[r]);
-      store_row<T, rms_norm, has_gamma, has_beta>(data[r], thrx + r * 128, st.mean, rstd_val, gamma_vec,
-                                                    beta_vec, Y_vec);
-      // At most 4 vectors' weights in flight: loading all R at once would cost 4 R registers.
-      if (r % 4 == 3) asm volatile("" ::: "memory");
+  for (int r = 0; r < (int)R; r++) {
+    if (r >= (int)R / 2 && r == n_mine) break;
+    keep_packed<T>(data[r]);
+    W w;
+    load_weights(w, gamma_vec, beta_vec, thrx + r * 128);
+    store_row<T, rms_norm, has_gamma, has_beta>(data[r], w, thrx + r * 128, st.mean, rstd_val, Y_vec);
+    // At most 4 vectors' weights in flight: loading all R at once would cost 4 R registers.
+    if (r % 4 == 3) asm volatile("" ::: "memory");
+  }
+  if (thrx == 0) {
+    if constexpr (!rms_norm) {
+      mean[row] = st.mean;
     }
-    if (thrx == 0) {
-      if constexpr (!rms_norm) {
-        mean[row] = st.mean;
-      }
-      rstd[row] = rstd_val;
-    }
-  } else {
-    WelfordDataLN wd(0.f, 0.f, 0.f);
-    int c = 1;  // the count after the next update: torch's new_count, as an index into rcp
-    for (int i = thrx; i < n_vec; i += 128) {
-      const words v = X_words[i];
-#pragma unroll
-      for (int ii = 0; ii < vec_size; ii++, c++)
-        wd = online_sum<rms_norm>(element<T>(v, ii), wd, rms_norm ? 0.f : __ldg(rcp + c), float(c));
-    }
-    const WelfordDataLN st = block_tree<rms_norm>(wd, N, s_data);
-    const float rstd_val = c10::cuda::compat::rsqrt(st.sigma2 + eps);
-    for (int i = thrx; i < n_vec; i += 128)
-      store_row<T, rms_norm, has_gamma, has_beta>(X_words[i], i, st.mean, rstd_val, gamma_vec, beta_vec, Y_vec);
-    if (thrx == 0) {
-      if constexpr (!rms_norm) {
-        mean[row] = st.mean;
-      }
-      rstd[row] = rstd_val;
-    }
+    rstd[row] = rstd_val;
   }
 }
 // --8<-- [end:fast_layer_norm_kernel]
+
+// The stream kernel's steps on a chunk of a thread's vectors j0 .. j0 + n - 1 (vector j at
+// X_words[128 j]); whole: all n are the thread's, so no bounds check is left. The empty asm after
+// the loads keeps them ahead of the work on the chunk before (the compiler would sink them below it).
+template <int n, typename words>
+__device__ __forceinline__ void load_chunk(words (&v)[n], const words* X_words, const int j0, const int n_mine,
+                                           const bool whole) {
+#pragma unroll
+  for (int u = 0; u < n; u++)
+    if (whole || j0 + u < n_mine) v[u] = X_words[(j0 + u) * 128];
+  asm volatile("" ::: "memory");
+}
+
+// A thread's Welford updates over the chunk, in its order, each vector then kept in the stash if it
+// is among the thread's first S. The count before the chunk, 4 j0, is exact below 2^24.
+template <typename T, bool rms_norm, int n, typename words>
+__device__ __forceinline__ void welford_chunk(WelfordDataLN& wd, const words (&v)[n], words* stash, const int S,
+                                              const int thrx, const int j0, const int n_mine, const bool whole) {
+  const float c0 = float(j0 * vec_size);
+#pragma unroll
+  for (int u = 0; u < n; u++) {
+    if (whole || j0 + u < n_mine) {
+#pragma unroll
+      for (int ii = 0; ii < vec_size; ii++) {
+        const float c = __fadd_rn(c0, float(u * vec_size + ii + 1));
+        wd = online_sum<rms_norm>(element<T>(v[u], ii), wd, rms_norm ? 0.f : count_reciprocal(c), c);
+      }
+      if (j0 + u < S) stash[(j0 + u) * 128 + thrx] = v[u];
+    }
+  }
+}
+
+// --8<-- [start:fast_layer_norm_stream_kernel]
+// Rows beyond the registers (more than 32 vectors a thread): one (32, 4) block per row, torch's map.
+// Thread t reads its vectors t + 128 j in chunks of U, two chunks in flight: the next chunk's loads
+// are issued before the current chunk's updates, so a thread's Welford chain runs while its next
+// loads travel. It keeps the first S vectors in shared memory, where the launch's dynamic shared
+// memory is S * 128 vectors; the normalisation reads those from there and the rest again from
+// global memory (the L2, when few enough rows are in flight), in chunks of U / 2 with their weights,
+// again two in flight. The plan sizes the shared memory to hold as much of the row as it can with
+// the blocks per SM it wants, so the size also caps the rows in flight. Counts are known only at run
+// time here: 1.f / count is count_reciprocal, the IEEE value (checked for every count up to 2^24).
+template <typename T, typename T_ACC, bool rms_norm, bool has_gamma, bool has_beta, unsigned int U>
+__global__ void __launch_bounds__(128) fast_layer_norm_stream_kernel(
+    const int N, T_ACC eps, const T* __restrict__ X, const T* __restrict__ gamma, const T* __restrict__ beta,
+    T_ACC* mean, T_ACC* rstd, T* Y, const int64_t M) {
+  static_assert(U % 2 == 0, "the normalisation reads chunks of U / 2");
+  using vec_t = aligned_vector<T, vec_size>;
+  using words = words_t<T>;
+  using W = Weights<T, has_gamma, has_beta>;
+  constexpr int U2 = U / 2;
+  __shared__ float s_data[6];  // torch's 1.5 * blockDim.y floats
+  extern __shared__ __align__(16) unsigned char dynamic_shared[];
+  words* stash = reinterpret_cast<words*>(dynamic_shared);  // [S][128]: thread t's vector j at 128 j + t
+  unsigned int stash_bytes;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(stash_bytes));
+  const int S = stash_bytes / (128 * sizeof(words));
+  const int64_t row = blockIdx.x;
+  const int thrx = threadIdx.x + threadIdx.y * 32;
+  const int n_vec = N / vec_size;
+  const int n_mine = thrx < n_vec ? (n_vec - thrx + 127) / 128 : 0;
+  const words* X_words = reinterpret_cast<const words*>(X + row * N) + thrx;
+
+  // chunks of U the thread holds whole, each one's loads issued before the work on the one before;
+  // then what is left, U / 2 at a time
+  const int n_whole = n_mine / U * U;
+  WelfordDataLN wd(0.f, 0.f, 0.f);
+  {
+    words cur[U], next[U];
+    if (n_whole > 0) load_chunk(cur, X_words, 0, n_mine, true);
+    for (int j0 = 0; j0 < n_whole; j0 += U) {
+      if (j0 + U < n_whole) load_chunk(next, X_words, j0 + U, n_mine, true);
+      welford_chunk<T, rms_norm>(wd, cur, stash, S, thrx, j0, n_mine, true);
+#pragma unroll
+      for (int u = 0; u < (int)U; u++) cur[u] = next[u];
+    }
+    // the last, partial chunk in two halves: fewer live bounds checks at once
+    for (int j0 = n_whole; j0 < n_mine; j0 += U2) {
+      words part[U2];
+      load_chunk(part, X_words, j0, n_mine, false);
+      welford_chunk<T, rms_norm>(wd, part, stash, S, thrx, j0, n_mine, false);
+    }
+  }
+  const WelfordDataLN st = block_tree<rms_norm>(wd, N, s_data);
+  const float rstd_val = c10::cuda::compat::rsqrt(st.sigma2 + eps);
+  const vec_t* gamma_vec = reinterpret_cast<const vec_t*>(gamma);
+  const vec_t* beta_vec = reinterpret_cast<const vec_t*>(beta);
+  vec_t* Y_vec = reinterpret_cast<vec_t*>(Y + row * N);
+  const int n_whole2 = n_mine / U2 * U2;
+  const auto fetch = [&](words (&v)[U2], W (&w)[U2], const int j0, const bool whole) {
+#pragma unroll
+    for (int u = 0; u < U2; u++) {
+      if (whole || j0 + u < n_mine) {
+        v[u] = j0 + u < S ? stash[(j0 + u) * 128 + thrx] : X_words[(j0 + u) * 128];
+        load_weights(w[u], gamma_vec, beta_vec, thrx + (j0 + u) * 128);
+      }
+    }
+    asm volatile("" ::: "memory");
+  };
+  const auto store = [&](const words (&v)[U2], const W (&w)[U2], const int j0, const bool whole) {
+#pragma unroll
+    for (int u = 0; u < U2; u++)
+      if (whole || j0 + u < n_mine)
+        store_row<T, rms_norm, has_gamma, has_beta>(v[u], w[u], thrx + (j0 + u) * 128, st.mean, rstd_val, Y_vec);
+  };
+  {
+    words v[U2], v_next[U2];
+    W w[U2], w_next[U2];
+    if (n_whole2 > 0) fetch(v, w, 0, true);
+    for (int j0 = 0; j0 < n_whole2; j0 += U2) {
+      if (j0 + U2 < n_whole2) fetch(v_next, w_next, j0 + U2, true);
+      store(v, w, j0, true);
+#pragma unroll
+      for (int u = 0; u < U2; u++) {
+        v[u] = v_next[u];
+        if (has_gamma) w[u].g = w_next[u].g;
+        if (has_beta) w[u].b = w_next[u].b;
+      }
+    }
+    if (n_whole2 < n_mine) {
+      fetch(v, w, n_whole2, false);
+      store(v, w, n_whole2, false);
+    }
+  }
+  if (thrx == 0) {
+    if constexpr (!rms_norm) {
+      mean[row] = st.mean;
+    }
+    rstd[row] = rstd_val;
+  }
+}
+// --8<-- [end:fast_layer_norm_stream_kernel]
 
 // One round of torch's shuffle-down tree in which only half the lanes' results are ever used,
 // played on two sets of states (a, b) packed into the warp: the lane with bit `width` clear keeps
@@ -342,7 +465,7 @@ template <typename T, typename T_ACC, bool rms_norm, bool has_gamma, bool has_be
 // registers for 32 resident rows per SM (16 warps of 2 rows, 8 of 4); one row a warp asks nothing
 __global__ void __launch_bounds__(32 * WARPS, ROWS > 1 ? 32 / (WARPS * ROWS) : 1) fast_layer_norm_warp_kernel(
     const int N, T_ACC eps, const T* __restrict__ X, const T* gamma, const T* beta, T_ACC* mean,
-    T_ACC* rstd, T* Y, const float* __restrict__ rcp, const int64_t M) {
+    T_ACC* rstd, T* Y, const int64_t M) {
   static_assert(ROWS == 1 || ROWS == 2 || ROWS == 4, "one, two or four rows per warp");
   constexpr int PAIR = ROWS > 1 ? 2 : 1;  // rows whose trees are folded together
   using vec_t = aligned_vector<T, vec_size>;
@@ -362,11 +485,13 @@ __global__ void __launch_bounds__(32 * WARPS, ROWS > 1 ? 32 / (WARPS * ROWS) : 1
 #pragma unroll
       for (int w = 0; w < 4; w++) {
         const int i = lane + 32 * w + 128 * r;
-        if (present(r, i)) data[k][w][r] = load_once<false>(&X_words[i]);
+        if (present(r, i)) data[k][w][r] = X_words[i];
       }
     }
   }
-  constexpr bool early_weights = ROWS > 1;
+  // fp32 rows too: loaded as each vector is stored, one row a warp waits on a weight load per store
+  // (results/fast_grid_bench.json, fp32 4096 x 2048)
+  constexpr bool early_weights = ROWS > 1 || (sizeof(T) == 4 && RW == 4);
   words gw[early_weights ? 4 : 1][early_weights ? RW : 1], bw[early_weights ? 4 : 1][early_weights ? RW : 1];
   if constexpr (early_weights) {
 #pragma unroll
@@ -479,54 +604,63 @@ __device__ __forceinline__ WelfordDataLN merge_empty(const WelfordDataLN own) {
 // Rows of at most 32 vectors (N <= 128): only torch's first warp holds anything, each of its
 // threads at most one vector, and its other three warps merge nothing into the result. A group of
 // G lanes (G = N / 4 rounded up to a power of two) plays that warp's threads 0 .. G-1, so one warp
-// takes 32 / G rows. Torch's rounds at offsets 16 .. G pair each of those threads with one that
-// holds nothing, and so do its two shared-memory rounds: merge_empty gives their values without a
-// partner to fetch. The rounds at offsets below G are torch's shuffle-downs, operands in torch's
-// order. A lane near the end of its group reads the next row's lane there, where torch's read a
-// thread with nothing; only merges whose results torch discards depend on it.
+// takes 32 / G rows at a time, and K such sets of rows one after another: all K loads are issued
+// first (a row of 64 bf16 elements is 128 bytes, too little in flight per warp to keep the DRAM
+// busy otherwise), then the K trees run, independent of each other. Torch's rounds at offsets
+// 16 .. G pair each of those threads with one that holds nothing, and so do its two shared-memory
+// rounds: merge_empty gives their values without a partner to fetch. The rounds at offsets below G
+// are torch's shuffle-downs, operands in torch's order. A lane near the end of its group reads the
+// next row's lane there, where torch's read a thread with nothing; only merges whose results torch
+// discards depend on it.
 // full (G == N / 4: every lane of a group holds a vector): every count is a constant, so the merges
 // fold their counts and reciprocals as the warp kernel's `full` instance does (combine's known_counts).
 template <typename T, typename T_ACC, bool rms_norm, bool has_gamma, bool has_beta, unsigned int G,
-          unsigned int WARPS, bool full>
+          unsigned int WARPS, bool full, unsigned int K>
 __global__ void __launch_bounds__(32 * WARPS) fast_layer_norm_group_kernel(
-    const int N, T_ACC eps, const T* __restrict__ X, const T* gamma, const T* beta, T_ACC* mean,
-    T_ACC* rstd, T* Y, const float* __restrict__ rcp, const int64_t M) {
+    const int N, T_ACC eps, const T* __restrict__ X, const T* __restrict__ gamma, const T* __restrict__ beta, T_ACC* mean,
+    T_ACC* rstd, T* Y, const int64_t M) {
   static_assert(G >= 1 && G <= 32 && (G & (G - 1)) == 0, "a group is a power of two of lanes");
   using vec_t = aligned_vector<T, vec_size>;
   constexpr int ROWS = 32 / G;
-  const int64_t first = (blockIdx.x * (int64_t)WARPS + threadIdx.y) * ROWS;
+  const int64_t first = (blockIdx.x * (int64_t)WARPS + threadIdx.y) * ROWS * K;
   if (first >= M) return;  // whole warps leave; nothing below waits on another warp
   const int lane = threadIdx.x;
   const int j = lane % G;  // torch's thread j of this lane's row
-  const int64_t row = first + lane / G;
   const bool holds = full || j < N / vec_size;
-  words_t<T> data;
-  WelfordDataLN wd{0.f, 0.f, 0.f};
-  if (holds) {
-    data = reinterpret_cast<const words_t<T>*>(X + min(row, M - 1) * N)[j];
-    wd = update<T, rms_norm>(wd, data, 0);
-  }
+  words_t<T> data[K];
 #pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    wd = offset >= (int)G ? merge_empty<rms_norm>(wd) : merge_down<rms_norm, full>(wd, offset);
+  for (int k = 0; k < (int)K; k++) {
+    const int64_t row = first + k * ROWS + lane / G;
+    if (holds) data[k] = reinterpret_cast<const words_t<T>*>(X + min(row, M - 1) * N)[j];
   }
-  wd = merge_empty<rms_norm>(merge_empty<rms_norm>(wd));  // shared memory: warp 2, then warps 1 and 3
-  const float var = wd.sigma2 / float(N);
-  const int head = lane - j;  // the group's lane 0 holds torch's final state; every lane takes it
-  const float row_mean = WARP_SHFL(wd.mean, head);
-  const float rstd_val = c10::cuda::compat::rsqrt(WARP_SHFL(var, head) + eps);
-  if (row < M) {
-    if (holds) {
-      store_row<T, rms_norm, has_gamma, has_beta>(data, j, row_mean, rstd_val,
-                                                  reinterpret_cast<const vec_t*>(gamma),
-                                                  reinterpret_cast<const vec_t*>(beta),
-                                                  reinterpret_cast<vec_t*>(Y + row * N));
+  // the same vector of the weights for all K rows of this lane: loaded once
+  Weights<T, has_gamma, has_beta> w;
+  if (holds) load_weights(w, reinterpret_cast<const vec_t*>(gamma), reinterpret_cast<const vec_t*>(beta), j);
+#pragma unroll
+  for (int k = 0; k < (int)K; k++) {
+    const int64_t row = first + k * ROWS + lane / G;
+    WelfordDataLN wd{0.f, 0.f, 0.f};
+    if (holds) wd = update<T, rms_norm>(wd, data[k], 0);
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      wd = offset >= (int)G ? merge_empty<rms_norm>(wd) : merge_down<rms_norm, full>(wd, offset);
     }
-    if (j == 0) {
-      if constexpr (!rms_norm) {
-        mean[row] = row_mean;
+    wd = merge_empty<rms_norm>(merge_empty<rms_norm>(wd));  // shared memory: warp 2, then warps 1 and 3
+    const float var = wd.sigma2 / float(N);
+    const int head = lane - j;  // the group's lane 0 holds torch's final state; every lane takes it
+    const float row_mean = WARP_SHFL(wd.mean, head);
+    const float rstd_val = c10::cuda::compat::rsqrt(WARP_SHFL(var, head) + eps);
+    if (row < M) {
+      if (holds) {
+        store_row<T, rms_norm, has_gamma, has_beta>(data[k], w, j, row_mean, rstd_val,
+                                                    reinterpret_cast<vec_t*>(Y + row * N));
       }
-      rstd[row] = rstd_val;
+      if (j == 0) {
+        if constexpr (!rms_norm) {
+          mean[row] = row_mean;
+        }
+        rstd[row] = rstd_val;
+      }
     }
   }
 }
