@@ -122,3 +122,35 @@ def test_summary_counts_match_the_cells():
     assert text.count("| pipelined,") == 6 and text.count("| flushed,") == 6
     table = F.fast_grid("bf16")
     assert "| tall | 1048576×64 |" in table and "**" in table  # cells under the goal are marked
+
+
+def test_the_readme_states_the_grid_as_recorded():
+    d = _record()
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    s = F.grid_summary(d)
+    at, large = [r["at_goal"] for r in s], [r["large"] for r in s]
+    slower = sum(r["slower_than_torch"] for r in s)
+    assert (f"{min(at)}-{max(at)} of the {min(large)}-{max(large)} cells of at least 32 MB per dtype, op and method "
+            f"reach 90% of copy") in readme
+    assert f"slower than torch's kernel in {slower} of {sum(r['cells'] for r in s)} (cell, op, method)" in readme
+    assert f"copy; {d['device'].removeprefix('NVIDIA ')}, {d['date']}) it is not there yet" in readme
+    g = {(dt, op): (was, now) for meth, dt, M, N, op, was, now in F.gain(d, "group") if meth == "pipelined" and N == 64}
+    f = lambda dt, op: f"{g[dt, op][0]:.0f}% to {g[dt, op][1]:.0f}%"  # noqa: E731
+    assert (f"took fp32 64-wide LayerNorm from {f('fp32', 'layer_norm')} of copy and bf16 from "
+            f"{f('bf16', 'layer_norm')} (RMSNorm {f('fp32', 'rms_norm').replace('% to ', ' to ').removesuffix('%')}, "
+            f"{f('bf16', 'rms_norm').replace('% to ', ' to ').removesuffix('%')}), pipelined") in readme
+
+
+def test_the_readme_states_the_tuned_shapes_as_recorded():
+    d = json.loads((ROOT / "results/fast_bench.json").read_text())
+    readme = " ".join((ROOT / "README.md").read_text().split())
+
+    def span(method):
+        v = [r["pct_copy"] for r in d["rows"] if r["method"] == method and r["kernel"].startswith("fast_")]
+        assert len(v) == 20
+        return f"{min(v):.0f}–{max(v):.0f}%"
+    hardest = next(r["pct_copy"] for r in d["rows"] if (r["method"], r["dtype"], r["M"], r["N"], r["kernel"])
+                   == ("pipelined", "bf16", 4096, 1024, "fast_layer_norm"))
+    assert hardest == min(r["pct_copy"] for r in d["rows"] if r["method"] == "pipelined" and r["kernel"].startswith("fast_"))
+    assert (f"at {span('pipelined')} of copy on all 20 cells pipelined and {span('flushed').removesuffix('%')}% "
+            f"flushed (the hardest, bf16 4096 x 1024 LayerNorm, at {hardest:.0f}% pipelined") in readme

@@ -19,16 +19,19 @@ _MISSING = MISSING.format(cmd="python scripts/gpu/forward_probe.py results/fast_
 OPS = {"layer_norm": "LayerNorm", "rms_norm": "RMSNorm"}
 
 
-def label(kernel: str) -> str:
+def label(kernel: str, part: str = "") -> str:
     """A column's heading: stream_U16_B2 -> "U 16, stash for 2"; stream_U16_B0 -> "U 16, no stash";
-    group_K4 -> "K 4"; fast_plan -> "plan"."""
+    group_K4 -> "K 4"; fast_plan -> what the plan ran when the probe ran (in `route`, the register
+    kernel on every cell)."""
     m = re.fullmatch(r"stream_U(\d+)_B(\d+)", kernel)
     if m:
         return f"U {m[1]}, " + (f"stash for {m[2]}" if m[2] != "0" else "no stash")
     m = re.fullmatch(r"group_K(\d+)", kernel)
     if m:
         return f"K {m[1]}"
-    return {"fast_plan": "plan then", "torch": "torch"}.get(kernel, kernel)
+    if kernel == "fast_plan":
+        return "register kernel" if part == "route" else "plan then"
+    return kernel
 
 
 def cells(d: dict, part: str, method: str = "pipelined") -> dict:
@@ -49,7 +52,7 @@ def fast_probe(arg: str) -> str:
         raise ValueError(f"fast_probe: a part of {sorted(d['parts'])} and kernels, not {arg!r}")
     lines = [caption(f"% of copy, forward, one column per variant ({d['parts'][part]['note']}); the row's best in "
                      f"bold; out, mean and rstd of every variant equal torch's", d, d["methods"]["pipelined"]),
-             "| dtype, op | M×N | " + " | ".join(label(k) for k in kernels) + " |",
+             "| dtype, op | M×N | " + " | ".join(label(k, part) for k in kernels) + " |",
              "|---|---|" + "--:|" * len(kernels)]
     for (dtype, op, M, N), c in cells(d, part).items():
         missing = [k for k in kernels if k not in c]

@@ -5,8 +5,11 @@ blocks per SM its shared-memory stash is sized for (which sets the stash S and c
 flight; `0` is no stash), and the group kernel's sets of rows K. Before it is timed, each variant's
 out, mean and rstd are compared with torch's, bit for bit (NaN by position). Times are medians of
 CUDA-event times (reimpl.checks.bench.gpu_time), both methods.
-Writes OUT.json (rows: method, dtype, op, M, N, kernel, ms, pct_copy, and the variants' knobs).
-Usage: python scripts/gpu/forward_probe.py OUT.json [cells: stream, group, wide]"""
+Writes OUT.json: per part (stream, wide, route, group) its rows (method, dtype, op, M, N, kernel, ms,
+pct_copy, and the variants' knobs) and a note; the bit checks counted; and, given an Nsight Compute
+report of scripts/gpu/ncu_fast_call.py as text (--ncu FILE, with the shape it ran), its headline
+figures. The page's knob tables are rendered from it (reimpl/docsite/forward_probe_tables.py).
+Usage: python scripts/gpu/forward_probe.py OUT.json [PART ...] [--ncu FILE DTYPE M N]"""
 import json
 import sys
 from pathlib import Path
@@ -39,6 +42,10 @@ CELLS = {
     "group": [("bf16", 1048576, 64), ("bf16", 524288, 128), ("fp32", 524288, 64), ("fp32", 262144, 128),
               ("bf16", 2097152, 32), ("fp16", 1000003, 60)],
 }
+NOTES = {"stream": "rows past 16384 elements, and 16388",
+         "wide": "rows of 4096 to 16384 elements",
+         "route": "rows of 10240 to 16384 elements: what the plan ran against the stream kernel",
+         "group": "rows of at most 128 elements: K sets of rows a warp of the group kernel"}
 _base = F._instantiations
 
 
@@ -83,7 +90,7 @@ def variants(kind: str, T, rms: bool, M: int, N: int) -> dict:
     return out
 
 
-def main(out: str, kinds: list[str]) -> None:
+def main(out: str, kinds: list[str], ncu: list[str] | None = None) -> None:
     rt = fast.fast_runtime()
     rows, bits = [], []
     stream = lambda: torch.cuda.current_stream().cuda_stream  # noqa: E731
@@ -133,8 +140,39 @@ def main(out: str, kinds: list[str]) -> None:
                     print(method, dname, op, M, N, [f"{k} {p:.0f}%" for p, k in best[:6]],
                           "torch", f"{100 * ms['copy'] / ms['torch']:.0f}%", flush=True)
             del x, w, b
-        Path(out).write_text(json.dumps({**stamp(), "rows": rows, "bits": bits}, indent=1) + "\n")
+    parts = {kind: {"rows": [r for r in rows if (r["dtype"], r["M"], r["N"]) in set(CELLS[kind])],
+                    "note": NOTES[kind]} for kind in kinds}
+    record = {**stamp(), "what": __doc__.split("\n\n")[0].replace("\n", " "), "methods": METHODS, "parts": parts,
+              "bits": {"variants_compared": len(bits), "mismatched_elements": sum(b["mismatches"] for b in bits)}}
+    if ncu:
+        record["ncu"] = ncu_figures(*ncu)
+    Path(out).write_text(json.dumps(record, indent=1) + "\n")
+
+
+NCU_FIGURES = {"duration_us": "Duration", "dram_throughput_pct": "DRAM Throughput",
+               "compute_throughput_pct": "Compute (SM) Throughput", "achieved_occupancy_pct": "Achieved Occupancy",
+               "registers": "Registers Per Thread", "waves_per_sm": "Waves Per SM",
+               "warp_cycles_per_issued_instruction": "Warp Cycles Per Issued Instruction"}
+
+
+def ncu_figures(path: str, dtype: str, M: str, N: str) -> dict:
+    """The headline figures of an ncu text report (lines `Name  [unit]  value`) of one fast kernel."""
+    import re
+    text = Path(path).read_text()
+    kernel = re.search(r"^\s+void (fast_layer_norm\w*<[^>]*>)", text, re.M)[1]
+    out = {"kernel": kernel, "shape": f"{dtype} {M} x {N} LayerNorm, weight and bias",
+           "command": "ncu --launch-skip 2 --launch-count 1 -k regex:fast_layer_norm --section SpeedOfLight --section "
+                      f"Occupancy --section WarpStateStats --section LaunchStats python scripts/gpu/ncu_fast_call.py "
+                      f"{dtype} {M} {N}"}
+    for key, name in NCU_FIGURES.items():
+        out[key] = float(re.search(r"^\s*" + re.escape(name) + r"\s+(?:\S+\s+)?([0-9.]+)\s*$", text, re.M)[1])
+    return out
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2:] or list(CELLS))
+    args = sys.argv[1:]
+    ncu = None
+    if "--ncu" in args:
+        i = args.index("--ncu")
+        ncu, args = args[i + 1:i + 5], args[:i] + args[i + 5:]
+    main(args[0], args[1:] or list(CELLS), ncu)
