@@ -78,6 +78,7 @@ GPU_TABLES = {
     "{% fast_grid bf16 flushed %}": [gpu("results/fast_grid_bench.json") + ["L2 flushed", "bf16"]],
     "{% fast_gain group %}": [gpu("results/fast_grid_bench.json") + ["Method:", "group kernel"]],
     "{% fast_gain stream %}": [gpu("results/fast_grid_bench.json") + ["Method:", "stream kernel"]],
+    "{% fast_gain weights %}": [gpu("results/fast_grid_bench.json") + ["Method:", "weights early"]],
     "{% fast_probe route fast_plan stream_U16_B2 torch %}": [gpu("results/fast_forward_probe.json")
                                                              + ["Method:", "register kernel"]],
     "{% fast_probe group group_K1 group_K8 %}": [gpu("results/fast_forward_probe.json") + ["Method:", "sets of rows"]],

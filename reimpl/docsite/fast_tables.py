@@ -14,7 +14,8 @@
                                   % of copy of torch, reimpl.fast and Liger-Kernel per cell of at least 32 MB
     {% fast_grid_summary %}       its cells counted per dtype and method: at 90% of copy or more, slower than torch
     {% fast_gain CHANGE %}        the cells a change moved, before and after it: `group` (rows of at most
-                                  128 elements, the group kernel) or `stream` (rows past 8192, the stream kernel)
+                                  128 elements, the group kernel), `stream` (rows past 8192, the stream kernel)
+                                  or `weights` (fp32 rows of 1028 to 2048, weights loaded early)
     {% ladder_ncu PASS %}         Nsight Compute on torch's kernel and reimpl.fast's (results/ncu_fast_PASS.json:
                                   forward, grad, or l2: dX and a copy with the L2 left warm), as two
                                   tables (time and instructions; memory) narrow enough not to clip
@@ -357,36 +358,44 @@ def fast_grid(arg: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-# earlier runs the whole-grid record keeps, for the cells a change moved: key, and what that change was
-EARLIER = {"group": ("before_group_kernel", "the group kernel"),
-           "stream": ("before_stream_kernel", "the stream kernel")}
+# earlier runs the whole-grid record keeps, for the cells a change moved: key, what that change was,
+# and which of the earlier run's cells a table of it shows (dtype, M, N, itemsize)
+EARLIER = {"group": ("before_group_kernel", "the group kernel", lambda dt, M, N, size: True),
+           "stream": ("before_stream_kernel", "the stream kernel",
+                      lambda dt, M, N, size: N > 8192 and 2 * M * N * size >= LARGE),
+           "weights": ("before_stream_kernel", "fp32 rows of 1028 to 2048 elements loaded their weights early",
+                       lambda dt, M, N, size: dt == "fp32" and 1024 < N <= 2048)}
 
 
 def gain(d: dict, which: str) -> list[tuple]:
-    """(method, dtype, M, N, op, % of copy before, after) for the cells the record holds from before
-    the change `which` (EARLIER)."""
+    """(method, dtype, M, N, op, % of copy before, after) for the cells of the change `which` (EARLIER:
+    those of its earlier run that it shows)."""
     def pct(rows):
         return {(r["method"], r["dtype"], r["M"], r["N"], r["kernel"]): r["pct_copy"] for r in rows}
-    before, after = pct(d[EARLIER[which][0]]["rows"]), pct(d["rows"])
+    key, _, shown = EARLIER[which]
+    size = {"fp32": 4, "bf16": 2, "fp16": 2}
+    before, after = pct(d[key]["rows"]), pct(d["rows"])
     return [(*k[:4], k[4].removeprefix("fast_"), v, after[k]) for k, v in before.items()
-            if k[4] != "copy" and k in after]
+            if k[4] != "copy" and k in after and shown(k[1], k[2], k[3], size[k[1]])]
 
 
 def fast_gain(which: str) -> str:
-    """Pipelined % of copy before and after a change; for the stream kernel, the cells of at least
-    32 MB with rows past 8192 elements (the rows it may take)."""
+    """Pipelined % of copy before and after a change, on the cells EARLIER names for it (for the
+    stream kernel, those of at least 32 MB with rows past 8192 elements, the rows it may take)."""
     d = load(FAST_GRID)
     if d is None or which not in EARLIER or EARLIER[which][0] not in d:
         return _grid_missing()
-    key, change = EARLIER[which]
+    key, change, _ = EARLIER[which]
     b = d[key]
     names = {"layer_norm": "LayerNorm", "rms_norm": "RMSNorm"}
-    size = {"fp32": 4, "bf16": 2, "fp16": 2}
-    rows = [g for g in gain(d, which) if g[0] == "pipelined"
-            and (which == "group" or (g[3] > 8192 and 2 * g[2] * g[3] * size[g[1]] >= LARGE))]
+    rows = [g for g in gain(d, which) if g[0] == "pipelined"]
     lines = [caption(f"% of copy of reimpl.fast's forward, pipelined: before {change} ({b['what']}) and with it",
                      d, d["methods"]["pipelined"]),
-             "| dtype | M×N | op | before | now |", "|---|---|---|--:|--:|"]
+             "| dtype | M×N | LayerNorm before | now | RMSNorm before | now |", "|---|---|--:|--:|--:|--:|"]
+    by_cell: dict = {}
     for _, dtype, M, N, op, was, now in rows:
-        lines.append(f"| {dtype} | {M}×{N} | {names[op]} | {was:.0f} | {now:.0f} |")
+        by_cell.setdefault((dtype, M, N), {})[op] = (was, now)
+    for (dtype, M, N), ops in by_cell.items():
+        vals = " | ".join(f"{ops[op][0]:.0f} | {ops[op][1]:.0f}" if op in ops else "- | -" for op in names)
+        lines.append(f"| {dtype} | {M}×{N} | {vals} |")
     return "\n".join(lines) + "\n"
