@@ -68,7 +68,7 @@ def test_the_model_is_the_kernels_loops():
                  "const int S = stash_bytes / (128 * sizeof(words));",
                  "v[u] = j0 + u < S ? stash[(j0 + u) * 128 + thrx] : X_words[(j0 + u) * 128];"):
         assert line in KERNEL, line
-    chunk = SOURCE[SOURCE.index("__device__ __forceinline__ void welford_chunk("):SOURCE.index("// --8<-- [start:fast_layer_norm_stream_kernel]")]
+    chunk = SOURCE[SOURCE.index("__device__ __forceinline__ void welford_chunk("):SOURCE.index("fast_layer_norm_stream_kernel(")]
     for line in ("const float c0 = float(j0 * vec_size);",
                  "const float c = __fadd_rn(c0, float(u * vec_size + ii + 1));",
                  "if (j0 + u < S) stash[(j0 + u) * 128 + thrx] = v[u];"):

@@ -243,6 +243,7 @@ __global__ void __launch_bounds__(128, min_blocks<T, R>()) fast_layer_norm_kerne
 }
 // --8<-- [end:fast_layer_norm_kernel]
 
+// --8<-- [start:fast_layer_norm_stream_kernel]
 // The stream kernel's steps on a chunk of a thread's vectors j0 .. j0 + n - 1 (vector j at
 // X_words[128 j]); whole: all n are the thread's, so no bounds check is left. The empty asm after
 // the loads keeps them ahead of the work on the chunk before (the compiler would sink them below it).
@@ -274,13 +275,13 @@ __device__ __forceinline__ void welford_chunk(WelfordDataLN& wd, const words (&v
   }
 }
 
-// --8<-- [start:fast_layer_norm_stream_kernel]
-// Rows beyond the registers (more than 32 vectors a thread): one (32, 4) block per row, torch's map.
+// Rows the plan streams (past 32 vectors a thread, and rows of 17 to 32 where reimpl/fast/forward.py's
+// `streams` says so): one (32, 4) block per row, torch's map.
 // Thread t reads its vectors t + 128 j in chunks of U, two chunks in flight: the next chunk's loads
 // are issued before the current chunk's updates, so a thread's Welford chain runs while its next
 // loads travel. It keeps the first S vectors in shared memory, where the launch's dynamic shared
 // memory is S * 128 vectors; the normalisation reads those from there and the rest again from
-// global memory (the L2, when few enough rows are in flight), in chunks of U / 2 with their weights,
+// global memory (from the L2 where it still holds them), in chunks of U / 2 with their weights,
 // again two in flight. The plan sizes the shared memory to hold as much of the row as it can with
 // the blocks per SM it wants, so the size also caps the rows in flight. Counts are known only at run
 // time here: 1.f / count is count_reciprocal, the IEEE value (checked for every count up to 2^24).
