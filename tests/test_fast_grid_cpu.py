@@ -79,8 +79,8 @@ def test_where_torch_is_faster():
     assert len(slower) == 1
     (m, k, op, ratio), = slower
     assert (k[0], k[2], k[3], op) == ("fp32", 1024, 8192, "rms_norm")
-    assert (f"one cell is slower than torch's kernel: fp32 1024 × 8192 RMSNorm, {m}, by {100 * (ratio - 1):.0f}%, "
-            "in the register kernel") in _page()
+    assert (f"one cell is slower than torch's kernel: fp32 1024 × 8192 RMSNorm, {m}, by {100 * (ratio - 1):.0f}% of "
+            "torch's time, in the register kernel") in _page()
 
 
 def _gain_row(gains, dtype, M, N):
@@ -113,7 +113,7 @@ def test_the_stream_kernel_gain_and_its_one_loss():
     lost = sorted(round(was) - round(now) for meth, dt, M, N, op, was, now in gains
                   if (meth, dt, N, op) == ("pipelined", "fp32", 12288, "rms_norm") and M >= 2048)
     assert lost and min(lost) >= 2 and max(lost) <= 4
-    assert f"loses {min(lost)}–{max(lost)} points by it" in _page()
+    assert f"loses {min(lost)}–{max(lost)} points to it" in _page()
     # rows past 16384: every cell gained, both methods
     assert all(now > was for meth, dt, M, N, op, was, now in gains if N > 16384)
 

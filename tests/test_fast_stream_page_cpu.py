@@ -53,14 +53,17 @@ def test_the_plans_knobs_are_measured_and_win_where_the_page_says():
 def test_the_register_kernel_profile_sentence():
     n = _probe()["ncu"]
     assert n["kernel"].startswith("fast_layer_norm_kernel<") and n["kernel"].endswith(", 32>") and n["waves_per_sm"] < 1
-    assert (f"The DRAM is busy {n['dram_throughput_pct']:.0f}% of the time, and a warp issues one instruction "
-            f"every {n['warp_cycles_per_issued_instruction']:.0f} cycles.") in _page()
+    assert (f"The DRAM runs at {n['dram_throughput_pct']:.0f}% of its peak throughput, the grid fills less than one "
+            f"wave, and a warp issues one instruction every {n['warp_cycles_per_issued_instruction']:.0f} cycles.") \
+        in _page()
 
 
 def test_the_stash_sentence():
     page = _page()
     per_block = F.stash_bytes(K.BFloat16, 65536)
-    assert f"({per_block // 1024} KB a block on the H100's and H200's {F.SHARED_PER_SM // 1024} KB)" in page
+    assert (f"({per_block // 1024} KB a block on the H100's and H200's {F.SHARED_PER_SM // 1024} KB of shared memory "
+            "per SM)") in page
+    assert f"(fp32, with 16-byte vectors, keeps {F.stash_bytes(K.float_, 65536) // (128 * 16)} vectors a thread)" in page
     assert F.stash_bytes(K.BFloat16, 32768) == 32768 * 2  # "a whole bf16 row of 32768 elements"
     assert f"or {per_block // (128 * 8)} of the 128 vectors a thread of 65536" in page
     assert f"in chunks of {F.STREAM_CHUNK}" in " ".join(page.split("**Rows that do not fit")[1:2]) or \

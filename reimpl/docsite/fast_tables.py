@@ -172,7 +172,7 @@ def fast_experiments() -> str:
                 full.append(f"| {label} | {shape} | {pct}% |")
         if "note" in v:
             full.append(f"| ↳ note | | {v['note']} |")
-    return ("\n".join(lines) + "\n\n<details><summary>Every measured cell, with the notes "
+    return ("\n".join(lines) + "\n\n<details markdown=\"1\"><summary>Every measured cell, with the notes "
             f"(<code>results/{FAST_TRIED.name}</code>)</summary>\n\n" + "\n".join(full) + "\n\n</details>\n")
 
 

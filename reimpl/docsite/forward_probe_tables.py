@@ -50,16 +50,18 @@ def fast_probe(arg: str) -> str:
     part, *kernels = arg.split()
     if part not in d["parts"] or not kernels:
         raise ValueError(f"fast_probe: a part of {sorted(d['parts'])} and kernels, not {arg!r}")
-    lines = [caption(f"% of copy, forward, one column per variant ({d['parts'][part]['note']}); the row's best in "
-                     f"bold; out, mean and rstd of every variant equal torch's", d, d["methods"]["pipelined"]),
+    lines = [caption(f"% of copy, forward, one column per variant: {d['parts'][part]['note']}. U is the stream "
+                     f"kernel's chunk (vectors a thread loads at once), \"stash for B\" its shared memory sized for B "
+                     f"blocks per SM, K the group kernel's sets of rows a warp; the row's best in bold; out, mean and "
+                     f"rstd of every variant equal torch's", d, d["methods"]["pipelined"]),
              "| dtype, op | M×N | " + " | ".join(label(k, part) for k in kernels) + " |",
              "|---|---|" + "--:|" * len(kernels)]
     for (dtype, op, M, N), c in cells(d, part).items():
         missing = [k for k in kernels if k not in c]
         if missing:
             raise ValueError(f"fast_probe {part}: {dtype} {op} {M}x{N} has no {missing}")
-        best = max(c[k] for k in kernels)
-        vals = [f"**{c[k]:.0f}**" if c[k] == best else f"{c[k]:.0f}" for k in kernels]
+        best = max(round(c[k]) for k in kernels)  # every cell that rounds to the best is bold
+        vals = [f"**{c[k]:.0f}**" if round(c[k]) == best else f"{c[k]:.0f}" for k in kernels]
         lines.append(f"| {dtype}, {OPS[op]} | {M}×{N} | " + " | ".join(vals) + " |")
     return "\n".join(lines) + "\n"
 
