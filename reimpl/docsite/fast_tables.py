@@ -28,7 +28,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..checks.grid import LARGE
-from .ladder_tables import FLUSHED, MISSING, PIPELINED, RESULTS, bench_chart, bench_table, caption, load
+from .ladder_tables import FLUSHED, ITEMSIZE, MISSING, PIPELINED, RESULTS, bench_chart, bench_table, caption, load
 
 NCU = {p: RESULTS / f"ncu_fast_{p}.json" for p in ("forward", "grad", "l2")}
 FAST = RESULTS / "fast_bench.json"
@@ -373,10 +373,9 @@ def gain(d: dict, which: str) -> list[tuple]:
     def pct(rows):
         return {(r["method"], r["dtype"], r["M"], r["N"], r["kernel"]): r["pct_copy"] for r in rows}
     key, _, shown = EARLIER[which]
-    size = {"fp32": 4, "bf16": 2, "fp16": 2}
     before, after = pct(d[key]["rows"]), pct(d["rows"])
     return [(*k[:4], k[4].removeprefix("fast_"), v, after[k]) for k, v in before.items()
-            if k[4] != "copy" and k in after and shown(k[1], k[2], k[3], size[k[1]])]
+            if k[4] != "copy" and k in after and shown(k[1], k[2], k[3], ITEMSIZE[k[1]])]
 
 
 def fast_gain(which: str) -> str:

@@ -164,21 +164,10 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return fast_tables.fast_grid_summary()
         if kind == "fast_gain" and arg:
             return fast_tables.fast_gain(arg)
-        probe = forward_probe_tables.expand(kind, arg)
-        if probe is not None:
-            return probe
-        fused = fused_tables.expand(kind, arg)
-        if fused is not None:
-            return fused
-        sibling = siblings_tables.expand(kind, arg)
-        if sibling is not None:
-            return sibling
-        routes = bn_routes.expand(kind, arg)
-        if routes is not None:
-            return routes
-        judged = judge_tables.expand(kind, arg)
-        if judged is not None:
-            return judged
+        for module in (forward_probe_tables, fused_tables, siblings_tables, bn_routes, judge_tables):
+            out = module.expand(kind, arg)  # None: not one of that module's directives
+            if out is not None:
+                return out
         if kind == "stepper" and arg:
             from .stepper import stepper
             return stepper(arg, root)

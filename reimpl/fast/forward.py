@@ -95,6 +95,11 @@ def _warp_shapes(T) -> list[tuple[int, int, bool]]:
     return out
 
 
+def vectors_per_thread(N: int) -> int:
+    """A thread's share of a row of N elements in 4-element vectors, on torch's 128 threads."""
+    return -(-(N // 4) // THREADS)
+
+
 def register_vectors(T, rms: bool) -> tuple[int, ...]:
     """The register kernel's R for element type T: 32 only where `streams` can keep it (16-bit LayerNorm)."""
     return REGISTER_VECTORS if K.sizeof(T) == 2 and not rms else REGISTER_VECTORS[:-1]
@@ -106,8 +111,7 @@ def stash_bytes(T, N: int, shared_per_sm: int = SHARED_PER_SM) -> int:
     bytes), at most all of them. The size also caps the blocks an SM holds, and so the rows in flight."""
     vector = 128 * 4 * K.sizeof(T)  # one vector for each of the block's threads
     budget = shared_per_sm // STREAM_BLOCKS - RESERVED_PER_BLOCK - 32
-    per_thread = -(-(N // 4) // THREADS)
-    return min(per_thread, max(budget, 0) // vector) * vector
+    return min(vectors_per_thread(N), max(budget, 0) // vector) * vector
 
 
 def plan(T, rms: bool, has_gamma: bool, has_beta: bool, M: int, N: int, sms: int,
@@ -125,7 +129,7 @@ def plan(T, rms: bool, has_gamma: bool, has_beta: bool, M: int, N: int, sms: int
         full = G == N // 4  # every lane of a group holds a vector: constant counts
         kernel = GROUP_TEMPLATE[(T, K.float_, rms, has_gamma, has_beta, G, WARPS_PER_BLOCK, full, GROUP_SETS)]
         return kernel, (-(-M // rows),), (32, WARPS_PER_BLOCK), 0
-    per_thread = -(-(N // 4) // THREADS)
+    per_thread = vectors_per_thread(N)
     RW = next((r for r in WARP_VECTORS if r >= per_thread), None)
     if RW is not None:
         full = takes_full(N, RW)
@@ -147,7 +151,7 @@ def streams(T, rms: bool, M: int, N: int, sms: int) -> bool:
     512 x 16384 50% -> 77%), except 16-bit LayerNorm on more than REGISTER_ROWS_PER_SM rows per
     SM, which measured within 2 points of it or ahead in registers (bf16 8192 x 16384: 88% against
     84%; results/fast_forward_probe.json, part `route`)."""
-    per_thread = -(-(N // 4) // THREADS)
+    per_thread = vectors_per_thread(N)
     if per_thread <= 16:
         return False
     if per_thread > 32 or rms or K.sizeof(T) == 4:
