@@ -26,11 +26,11 @@ class RecordingFast(runtime.RecordingRuntime):
     """FastRuntime's choice on the recording runtime: the H100's 132 SMs."""
 
     def resolve(self, kernel, grid, block, shared, args):
-        return swap(kernel, grid, block, shared, args, 132)
+        return [swap(kernel, grid, block, shared, args, 132)]
 
     def launch(self, kernel, grid, block, shared, stream, *args):
-        kernel, grid, block, shared, args = self.resolve(kernel, grid, block, shared, args)
-        super().launch(kernel, grid, block, shared, stream, *args)
+        for kernel, grid, block, shared, args in self.resolve(kernel, grid, block, shared, args):
+            super().launch(kernel, grid, block, shared, stream, *args)
 
 
 def _named(calls, tensors):

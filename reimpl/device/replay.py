@@ -37,8 +37,8 @@ MAX_PLANS = 4096  # per runtime; a full cache is emptied (signatures beyond this
 class _Recorder:
     """A runtime that forwards every call to `rt` and writes each launch down. A runtime with a
     `resolve` method (one that launches something else in place of what the host code asked for,
-    such as reimpl.fast's) has the launch it really makes written down, so a replay goes straight
-    to it."""
+    such as reimpl.fast's; it returns the list of launches it makes) has those written down, so a
+    replay goes straight to them."""
 
     def __init__(self, rt):
         self._rt = rt
@@ -49,10 +49,12 @@ class _Recorder:
         return getattr(self._rt, name)
 
     def launch(self, kernel, grid, block, shared, stream, *args) -> None:
+        made = [(kernel, grid, block, shared, args)]
         if self._resolve is not None:
-            kernel, grid, block, shared, args = self._resolve(kernel, grid, block, shared, args)
-        self._rt.launch(kernel, grid, block, shared, stream, *args)
-        self.launches.append((kernel, grid, block, shared, stream, args))
+            made = self._resolve(kernel, grid, block, shared, args)
+        for kernel, grid, block, shared, args in made:
+            self._rt.launch(kernel, grid, block, shared, stream, *args)
+            self.launches.append((kernel, grid, block, shared, stream, args))
 
 
 class Plan:

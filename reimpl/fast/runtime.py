@@ -4,7 +4,8 @@ code unchanged and, where that code launches torch's `vectorized_layer_norm_kern
 arguments instead. So "which inputs take a fast kernel" has one definition, the mirror's host
 dispatch: exactly the inputs torch sends to its vectorized kernels. With the fused backward route on
 (backward.py), the grad-input launch becomes the fused kernel and the GammaBeta launch that follows it
-on the same tensors becomes the finish of the chains that kernel left in the stream's scratch buffer.
+on the same tensors becomes the finish of the chains that kernel left in the stream's scratch buffer;
+a GammaBeta launch after a dX kernel of its own becomes the chains kernel and the finish (backward.py).
 
 The choice is `swap`, a function of the launch and the device's SM count and shared memory.
 A call's first run records the swapped launches in its launch plan (reimpl/device/replay.py), so
@@ -49,7 +50,7 @@ def swap(kernel, grid, block, shared: int, args: tuple, sms: int, chains=None,
 
 FORWARD_TEMPLATES = (forward.TEMPLATE, forward.WARP_TEMPLATE, forward.GROUP_TEMPLATE, forward.STREAM_TEMPLATE)
 GRAD_TEMPLATES = (grad_input.TEMPLATE, grad_input.WARP_TEMPLATE, backward.FUSED_TEMPLATE)
-COUNTED = FORWARD_TEMPLATES + GRAD_TEMPLATES + (backward.FINISH_TEMPLATE,)
+COUNTED = FORWARD_TEMPLATES + GRAD_TEMPLATES + (backward.FINISH_TEMPLATE, backward.CHAINS_TEMPLATE)
 
 
 class FastRuntime(runtime.TorchCupyRuntime):
@@ -63,28 +64,40 @@ class FastRuntime(runtime.TorchCupyRuntime):
         self.fast_launches = 0  # forward
         self.fast_grad_launches = 0  # dX (the fused backward kernel included)
         self.fused_launches = 0  # the fused backward kernel
-        self.finish_launches = 0  # its finish, in place of torch's GammaBeta
+        self.finish_launches = 0  # the chains' finish (after the fused or the chains kernel)
+        self.chains_launches = 0  # the chains kernel, in place of torch's GammaBeta
 
-    def resolve(self, kernel, grid, block, shared: int, args: tuple):
-        """`swap` on the current device (the replay recorder calls this to write down what runs). A
-        GammaBeta launch right after a fused one, on the same tensors, becomes that launch's finish."""
+    def resolve(self, kernel, grid, block, shared: int, args: tuple) -> list:
+        """The launches made in place of one the host code asked for, on the current device: `swap`'s
+        one (the replay recorder calls this to write down what runs). A GammaBeta launch becomes
+        the finish of the fused launch right before it, on the same tensors; else, where
+        backward.gamma_beta_launches takes it, the chains kernel and the finish."""
         pending, self._pending.launch = getattr(self._pending, "launch", None), None
-        if kernel.template is K.GammaBetaBackwardCUDAKernelTemplate and pending is not None:
-            finish = backward.finish_launch(*pending, kernel, args)
-            if finish is not None:
-                self._count(finish[0])
-                return finish
         device = self._get_device()
         properties = self.getCurrentDeviceProperties()
-        fast = swap(kernel, grid, block, shared, args, properties["multiProcessorCount"],
-                    lambda nbytes: StreamScratch(device, self.getCurrentCUDAStream(), nbytes),
+        sms = properties["multiProcessorCount"]
+
+        def chains(nbytes):
+            return StreamScratch(device, self.getCurrentCUDAStream(), nbytes)
+        if kernel.template is K.GammaBetaBackwardCUDAKernelTemplate:
+            launches = None
+            if pending is not None:
+                finish = backward.finish_launch(*pending, kernel, args)
+                launches = None if finish is None else [finish]
+            if launches is None:
+                launches = backward.gamma_beta_launches(kernel, grid, args, sms, chains)
+            if launches is not None:
+                for launch in launches:
+                    self._count(launch[0])
+                return launches
+        fast = swap(kernel, grid, block, shared, args, sms, chains,
                     properties.get("sharedMemPerMultiprocessor", forward.SHARED_PER_SM))
         if fast[0].template is backward.FUSED_TEMPLATE:
             self._pending.launch = (fast[0], fast[4])
         if fast[0] is not kernel:  # counted where the choice is made; a plan's launcher counts its replays
             self._count(fast[0])
             self.allow_shared(fast[0], fast[3])
-        return fast
+        return [fast]
 
     def _count(self, kernel) -> None:
         if kernel.template in FORWARD_TEMPLATES:
@@ -94,10 +107,12 @@ class FastRuntime(runtime.TorchCupyRuntime):
             self.fused_launches += kernel.template is backward.FUSED_TEMPLATE
         elif kernel.template is backward.FINISH_TEMPLATE:
             self.finish_launches += 1
+        elif kernel.template is backward.CHAINS_TEMPLATE:
+            self.chains_launches += 1
 
     def launch(self, kernel, grid, block, shared: int, stream: int, *args) -> None:
-        kernel, grid, block, shared, args = self.resolve(kernel, grid, block, shared, args)
-        super().launch(kernel, grid, block, shared, stream, *args)
+        for kernel, grid, block, shared, args in self.resolve(kernel, grid, block, shared, args):
+            super().launch(kernel, grid, block, shared, stream, *args)
 
     def bind(self, kernel):
         """A plan's launcher: its kernel is already the chosen one. Ours count each replay."""

@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch  # noqa: E402
 
 from reimpl import fast  # noqa: E402
+from reimpl.checks import ncu_report  # noqa: E402
 from reimpl.checks.bench import METHODS, gpu_time  # noqa: E402
 from reimpl.checks.parity import bit_mismatches  # noqa: E402
 from reimpl.checks.record import stamp  # noqa: E402
@@ -149,23 +150,14 @@ def main(out: str, kinds: list[str], ncu: list[str] | None = None) -> None:
     Path(out).write_text(json.dumps(record, indent=1) + "\n")
 
 
-NCU_FIGURES = {"duration_us": "Duration", "dram_throughput_pct": "DRAM Throughput",
-               "compute_throughput_pct": "Compute (SM) Throughput", "achieved_occupancy_pct": "Achieved Occupancy",
-               "registers": "Registers Per Thread", "waves_per_sm": "Waves Per SM",
-               "warp_cycles_per_issued_instruction": "Warp Cycles Per Issued Instruction"}
-
-
 def ncu_figures(path: str, dtype: str, M: str, N: str) -> dict:
-    """The headline figures of an ncu text report (lines `Name  [unit]  value`) of one fast kernel."""
-    import re
-    text = Path(path).read_text()
-    kernel = re.search(r"^\s+void (fast_layer_norm\w*<[^>]*>)", text, re.M)[1]
-    out = {"kernel": kernel, "shape": f"{dtype} {M} x {N} LayerNorm, weight and bias",
+    """The headline figures of an ncu text report of one fast kernel."""
+    launch = ncu_report.launches(Path(path).read_text())[0]
+    out = {"kernel": launch["kernel"], "shape": f"{dtype} {M} x {N} LayerNorm, weight and bias",
            "command": "ncu --launch-skip 2 --launch-count 1 -k regex:fast_layer_norm --section SpeedOfLight --section "
                       f"Occupancy --section WarpStateStats --section LaunchStats python scripts/gpu/ncu_fast_call.py "
                       f"{dtype} {M} {N}"}
-    for key, name in NCU_FIGURES.items():
-        out[key] = float(re.search(r"^\s*" + re.escape(name) + r"\s+(?:\S+\s+)?([0-9.]+)\s*$", text, re.M)[1])
+    out.update({k: launch[k] for k in ncu_report.FIGURES})
     return out
 
 

@@ -1,7 +1,7 @@
 """Kernel times (torch's profiler, CUPTI) of reimpl.fast's LayerNorm backward on each of its two
 routes, beside torch's: the fused kernel with its finish (taken here on every width: the plan's
-MIN_WIDTH set aside, and recorded with the other floors), and the route of two kernels (the fast dX
-kernel, then torch's GammaBeta tile), with every gradient asked for. Five calls each after warm-up;
+floor of 8 KB rows set aside, and recorded with the other floors), and the route of two kernels (the fast dX
+kernel, then torch's GammaBeta tile: the chains kernel set aside), with every gradient asked for. Five calls each after warm-up;
 the bits of each route are compared with torch's. Writes a JSON record.
 Usage: python scripts/gpu/fused_probe.py OUT.json"""
 import json
@@ -17,7 +17,8 @@ from reimpl.checks.parity import bit_mismatches  # noqa: E402
 from reimpl.checks.record import stamp  # noqa: E402
 from reimpl.fast import backward  # noqa: E402
 
-MIN_WIDTH, ENABLED = backward.MIN_WIDTH, backward.ENABLED  # the plan's own, restored after the run
+# the plan's own, restored after the run
+MIN_ROW_BYTES, ENABLED, CHAINS = backward.MIN_ROW_BYTES, backward.ENABLED, backward.CHAINS_MIN_ELEMENTS
 
 SHAPES = ((torch.float32, 4096, 1024), (torch.bfloat16, 65536, 768), (torch.float32, 16384, 4096),
           (torch.bfloat16, 16384, 4096), (torch.float32, 8192, 6144), (torch.bfloat16, 8192, 8192),
@@ -40,7 +41,7 @@ def kernel_us(call) -> dict:
 def main(out: str) -> None:
     rows = []
     rt = fast.fast_runtime()
-    backward.MIN_WIDTH = 0
+    backward.MIN_ROW_BYTES, backward.CHAINS_MIN_ELEMENTS = 0, 1 << 62
     for dt, M, N in SHAPES:
         x, dy = (torch.randn(M, N, device="cuda", dtype=dt) for _ in range(2))
         w, b = (torch.randn(N, device="cuda", dtype=dt) for _ in range(2))
@@ -60,8 +61,8 @@ def main(out: str) -> None:
         rows.append({"dtype": NAMES[dt], "M": M, "N": N, "route": "torch", "kernels_us": times,
                      "total_us": sum(times.values()), "bit_identical": True})
         print({r["route"]: round(r["total_us"], 1) for r in rows[-3:]}, NAMES[dt], M, N, flush=True)
-    backward.ENABLED, backward.MIN_WIDTH = ENABLED, MIN_WIDTH
-    route = {"min_width": MIN_WIDTH, "max_width": 512 * max(backward.REGISTER_VECTORS),
+    backward.ENABLED, backward.MIN_ROW_BYTES, backward.CHAINS_MIN_ELEMENTS = ENABLED, MIN_ROW_BYTES, CHAINS
+    route = {"min_row_bytes": MIN_ROW_BYTES, "max_width": 512 * max(backward.REGISTER_VECTORS),
              "min_elements": backward.MIN_ELEMENTS}  # the plan's floors, set aside above
     Path(out).write_text(json.dumps({**stamp(), "route": route, "method": "torch.profiler (CUPTI) kernel times, mean of 5 calls "
                                      "after 3 warm-up calls, LayerNorm backward with weight and bias, every "

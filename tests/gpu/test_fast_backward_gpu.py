@@ -3,7 +3,7 @@ chains' finish) gives torch's dX, dgamma and dbeta bit for bit (NaN by position)
 tile it replaces (<32, Y, 8 Y>, Y = 1, 8, 16, 32), every row length its plan takes (R = 1 .. 16),
 rows past M in torch's last tile, every value kind, eps, mask and dtype; and through launch plans
 (replays), CUDA graphs, side streams and threads. The route's floors (backward.MIN_ELEMENTS,
-backward.MIN_WIDTH) are lowered to 0 here, so small and narrow cases take it too. Counts go to the backward GPU summary
+backward.MIN_ROW_BYTES) are lowered to 0 here, so small and narrow cases take it too. Counts go to the backward GPU summary
 under bwd_fused_* groups; `bwd_fused_kernel_cases` counts cases that launched the fused kernel and
 its finish."""
 import itertools
@@ -29,7 +29,7 @@ FUSED_NS = (4, 28, 252, 508, 512, 516, 1020, 1024, 1028, 2044, 2048, 2052, 4092,
 def every_size_fuses(monkeypatch):
     from reimpl.fast import backward
     monkeypatch.setattr(backward, "MIN_ELEMENTS", 0)
-    monkeypatch.setattr(backward, "MIN_WIDTH", 0)
+    monkeypatch.setattr(backward, "MIN_ROW_BYTES", 0)
     monkeypatch.setattr(backward, "ENABLED", True)
     from reimpl.fast import fast_runtime
     fast_runtime().plans.clear()  # plans recorded under the floors would replay the two-kernel route

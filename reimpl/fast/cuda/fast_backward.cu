@@ -164,6 +164,116 @@ fast_backward_fused_kernel(const T* __restrict__ dY, const T* __restrict__ X, co
 }
 // --8<-- [end:fast_backward_fused_kernel]
 
+// --8<-- [start:fast_gamma_beta_chains_kernel]
+// The chains alone, in place of torch's GammaBeta launch where dX ran in a kernel of its own. Torch's
+// tile gives a column's chains to the threads of one block, so a row of N elements fills N / 32
+// blocks (24 of 132 SMs at N = 768), each with a tile's 8 rows of loads in flight per thread. Here a
+// block owns chain y of a slab of 32 words of the row (64 columns of a 16-bit type, 32 of float):
+// one warp per column of a word (two for a 16-bit type), lane l of warp h the chain of column h of
+// word 32 s + l. So a column's chains spread over every SM, one thread each, as many as torch has.
+// The block copies its chain's rows into a ring of S stages of shared memory (cp.async; a stage is a
+// tile's 8 rows of X and dY words and their mean and rstd) S - 1 tiles ahead of the one it adds:
+// 8 (S - 1) rows a thread in flight, holding no register. The threads copy in pieces of V words (4:
+// 16-byte copies, for rows of whole 16-byte pieces, 16-byte aligned), which takes fewer instructions
+// than a word each. Grid: Y * slabs blocks of 32 C threads (C: columns a word).
+// chains: [2][Y][N] floats, as the fused kernel leaves them for the finish kernel.
+template <int S>
+struct ChainStages {
+  unsigned int x[S][8][32], dy[S][8][32];  // a lane's word of each row: conflict-free reads
+  float mean[S][8], rstd[S][8];            // read by every lane at once: a broadcast
+};
+
+// An asynchronous copy of V 32-bit words from global to shared memory (cp.async; 16 bytes skip L1).
+template <int V>
+__device__ __forceinline__ void copy_words(void* dst, const void* src) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  if constexpr (V == 4) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+  } else {
+    static_assert(V == 1, "a word, or four");
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src));
+  }
+}
+
+template <typename T, typename T_ACC, bool rms_norm, int S, int V>
+__global__ void __launch_bounds__(128) fast_gamma_beta_chains_kernel(
+    const T* __restrict__ dY, const T* __restrict__ X, const T_ACC* __restrict__ mean,
+    const T_ACC* __restrict__ rstd, const int N, const int64_t M, const int Y, float* __restrict__ chains) {
+  constexpr int C = 4 / sizeof(T);  // columns a word: the block's warps
+  constexpr int PIECES = 32 / V;    // pieces of a row's 32 words
+  static_assert((8 * PIECES) % (32 * C) == 0, "a stage's pieces are shared out evenly");
+  __shared__ ChainStages<S> st;
+  const int n_words = N / C;
+  const int slabs = (n_words + 31) / 32;
+  const int lane = threadIdx.x % 32, h = threadIdx.x / 32;
+  const int y = (int)(blockIdx.x / slabs);
+  const int slab0 = 32 * (int)(blockIdx.x % slabs);  // the slab's first word
+  const int w = slab0 + lane;
+  const int64_t rows_a_tile = 8 * (int64_t)Y;
+  const int64_t tiles = (M + rows_a_tile - 1) / rows_a_tile;  // torch's tiles of 8 Y rows
+  const unsigned int* xw = reinterpret_cast<const unsigned int*>(X);
+  const unsigned int* dyw = reinterpret_cast<const unsigned int*>(dY);
+
+  // tile k's 8 rows of the chain into stage k % S; a row past M is +0 with mean and rstd 0 (torch's
+  // zero-filled rows); a tile past the last copies nothing (an empty group keeps the count)
+  const auto issue = [&](const int64_t k) {
+    if (k < tiles) {
+      const int b = (int)(k % S);
+      const int64_t row0 = k * rows_a_tile + 8 * y;
+#pragma unroll
+      for (int q = 0; q < 8 * PIECES / (32 * C); q++) {
+        const int c = threadIdx.x + 32 * C * q;
+        const int i = c / PIECES, off = V * (c % PIECES);
+        const int64_t row = row0 + i;
+        const int word = slab0 + off;
+        if (row < M) {
+          if (word < n_words) {  // V = 4: n_words is a multiple of 4, so the piece is whole
+            copy_words<V>(&st.x[b][i][off], xw + row * n_words + word);
+            copy_words<V>(&st.dy[b][i][off], dyw + row * n_words + word);
+          }
+        } else {
+#pragma unroll
+          for (int v = 0; v < V; v++) st.x[b][i][off + v] = st.dy[b][i][off + v] = 0u;
+        }
+      }
+      if (threadIdx.x < 8) {
+        const int64_t row = row0 + threadIdx.x;
+        if (row < M) {
+          if (!rms_norm) copy_words<1>(&st.mean[b][threadIdx.x], mean + row);
+          copy_words<1>(&st.rstd[b][threadIdx.x], rstd + row);
+        } else {
+          st.mean[b][threadIdx.x] = st.rstd[b][threadIdx.x] = 0.f;
+        }
+      }
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+  };
+
+  float ag = 0.f, ab = 0.f;
+#pragma unroll
+  for (int k = 0; k < S - 1; k++) issue(k);
+  for (int64_t k = 0; k < tiles; k++) {
+    __syncthreads();  // every thread is done reading the stage the next issue refills
+    issue(k + S - 1);
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(S - 1));  // this thread's copies of tile k have landed
+    __syncthreads();  // and every thread's
+    const int b = (int)(k % S);
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      const float m = rms_norm ? 0.f : st.mean[b][i];
+      chain_step<rms_norm>(ag, ab, word_element<T>(st.x[b][i][lane], h), word_element<T>(st.dy[b][i][lane], h), m,
+                           st.rstd[b][i]);
+    }
+  }
+  asm volatile("cp.async.wait_all;\n" ::);
+
+  if (w >= n_words) return;  // a lane past the row added words it does not own
+  const int64_t col = (int64_t)C * w + h;
+  chains[y * (int64_t)N + col] = ag;
+  if (!rms_norm) chains[(Y + y) * (int64_t)N + col] = ab;
+}
+// --8<-- [end:fast_gamma_beta_chains_kernel]
+
 // --8<-- [start:fast_backward_finish_kernel]
 // A column's Y chains added in the pairs of torch's XOR tree (lane 0's operands), rounded to T
 // (Y = 1: the chain itself, torch's partial_reduction store). dg or db may be null (not requested).

@@ -16,20 +16,25 @@ using at::native::vec_size;
 template <typename T>
 using words_t = aligned_vector<unsigned int, sizeof(T) == 4 ? 4 : 2>;
 
+// One element of a 32-bit word: the float itself, or a 16-bit type's low (half 0) or high (half 1)
+// element, converted with T's own conversion.
 template <typename T>
-__device__ __forceinline__ float element(const words_t<T>& v, const int ii) {
+__device__ __forceinline__ float word_element(const unsigned int w, const int half) {
   if constexpr (sizeof(T) == 4) {
-    return __uint_as_float(v.val[ii]);
+    return __uint_as_float(w);
   } else if constexpr (std::is_same_v<T, c10::BFloat16>) {
     // bfloat16 -> float places the 16 bits on top of 16 zero bits (exact; what the SASS of T's own
     // conversion does with shifts): one instruction per element instead of two for the high half
-    const unsigned int w = v.val[ii / 2];
-    return __uint_as_float((ii % 2) ? (w & 0xffff0000u) : (w << 16));
+    return __uint_as_float(half ? (w & 0xffff0000u) : (w << 16));
   } else {
-    const unsigned int w = v.val[ii / 2];
-    const unsigned short bits = (ii % 2) ? (unsigned short)(w >> 16) : (unsigned short)(w & 0xffffu);
+    const unsigned short bits = half ? (unsigned short)(w >> 16) : (unsigned short)(w & 0xffffu);
     return static_cast<float>(T(bits, typename T::from_bits_t()));
   }
+}
+
+template <typename T>
+__device__ __forceinline__ float element(const words_t<T>& v, const int ii) {
+  return sizeof(T) == 4 ? word_element<T>(v.val[ii], 0) : word_element<T>(v.val[ii / 2], ii % 2);
 }
 
 // The compiler would rather keep a 16-bit row converted to float between the statistics and the
