@@ -46,7 +46,8 @@ LAYERS = (
           "installed as aten's own; each call names its kernels, the mirror's or the fast ones.",
           ("fast", "mirror", "device")),
     Layer("fast", ("reimpl.fast.*",), "reimpl/fast/ (all but __init__.py)",
-          "A kernel provider beside the mirror: forward, dX and fused backward kernels of ours with torch's "
+          "A kernel provider beside the mirror: forward, dX, fused backward and dgamma/dbeta chains kernels "
+          "of ours with torch's "
           "exact bits, launched by a runtime that the mirror's host dispatch runs under.",
           ("mirror", "device")),
     Layer("ladder", ("reimpl.ladder",), "reimpl/ladder/",

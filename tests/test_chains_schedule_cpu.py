@@ -15,7 +15,8 @@ from reimpl.emulator import gamma_beta_order as order
 from reimpl.fast import backward
 
 SOURCE = (Path(backward.__file__).parent / "cuda" / "fast_backward.cu").read_text()
-KERNEL = SOURCE[SOURCE.index("fast_gamma_beta_chains_kernel("):SOURCE.index("// --8<-- [end:fast_gamma_beta_chains_kernel]")]
+KERNEL = SOURCE[SOURCE.index("fast_gamma_beta_chains_kernel("):
+                SOURCE.index("// --8<-- [end:fast_gamma_beta_chains_kernel]")]
 
 
 def test_the_modelled_lines_are_the_kernels():

@@ -96,7 +96,9 @@ def test_fused_kernels_compile_for_sm90_without_warnings():
     prog = compile_mod.build(backward.SOURCE, "sm_90", use_cache=False)
     assert "warning" not in prog.log.lower()
     want = {k.expr for k in backward.SOURCE.default_kernels()}
-    assert want == set(prog.lowered) and len(want) == 3 * 2 * (len(backward.REGISTER_VECTORS) + len(backward.THREAD_ROWS) + len(backward.CHAIN_STAGES) * len(backward.CHAIN_PIECES))
+    per_type = (len(backward.REGISTER_VECTORS) + len(backward.THREAD_ROWS)
+                + len(backward.CHAIN_STAGES) * len(backward.CHAIN_PIECES))
+    assert want == set(prog.lowered) and len(want) == 3 * 2 * per_type
 
 
 def _gamma_beta(M, N, op="layer_norm", dtype="fp32"):

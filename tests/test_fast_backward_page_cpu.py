@@ -31,24 +31,30 @@ def test_summary_counts_match_the_record():
     assert f"of {s['layer_norm']['cells']} cells" in text and f"faster than it in {s['rms_norm']['liger_faster']}" in text
 
 
-def fused(M: int, N: int) -> bool:
+def fused(dtype: str, M: int, N: int) -> bool:
     """The bench's cell takes the fused route (it asks for every gradient, with a weight)."""
     from reimpl.fast import backward
-    return backward.plan(backward.K.float_, False, True, M, N, 132) is not None
+    T = {"fp32": backward.K.float_, "bf16": backward.K.BFloat16, "fp16": backward.K.Half}[dtype]
+    return backward.plan(T, False, True, M, N, 132) is not None
 
 
 def test_the_pages_sixty_percent_sentences_hold():
     """Five tensors moved for three that count: 3/5 of copy at copy speed for the cells that keep two
-    kernels; the fused cells go past it."""
-    page = (ROOT / "docs/ladder/fast.md").read_text()
+    kernels, within a point; every fp32 fused cell goes past it, 16-bit RMSNorm's on some shapes,
+    16-bit LayerNorm's on none."""
+    page = " ".join((ROOT / "docs/ladder/fast.md").read_text().split())
     assert "such a backward reaches 60% of copy at most" in page
-    assert "stay at or below 60% of copy, as the count of bytes says they must. The fused cells go past that." in page
+    assert ("reach at most 61% of copy: the 60% that the count of bytes allows, within a point, whether the second "
+            "kernel is the chains kernel or torch's tile. The fused cells can go past it: every fp32 fused cell does, "
+            "and 16-bit RMSNorm's do on some shapes, while 16-bit LayerNorm's stay below it.") in page
     d = F.load(F.FAST_BACKWARD)
-    two = [c["fast"]["pct_copy"] for m in d["methods"] for (o, dt, M, N), c in F.backward_cells(d, m).items()
-           if F.large(dt, M, N) and not fused(M, N)]
-    one = [c["fast"]["pct_copy"] for m in d["methods"] for (o, dt, M, N), c in F.backward_cells(d, m).items()
-           if F.large(dt, M, N) and fused(M, N)]
-    assert two and one and max(two) <= 60 < max(one), (max(two), max(one))
+    big = [(o, dt, c["fast"]["pct_copy"], fused(dt, M, N)) for m in d["methods"]
+           for (o, dt, M, N), c in F.backward_cells(d, m).items() if F.large(dt, M, N)]
+    assert max(p for _, _, p, f in big if not f) <= 61
+    assert min(p for _, dt, p, f in big if f and dt == "fp32") > 60
+    rms16 = [p for o, dt, p, f in big if f and dt != "fp32" and o == "rms_norm"]
+    ln16 = [p for o, dt, p, f in big if f and dt != "fp32" and o == "layer_norm"]
+    assert max(rms16) > 60 > min(rms16) and max(ln16) <= 60
 
 
 def test_liger_faster_cells_are_listed_from_the_record():

@@ -1,7 +1,7 @@
-"""CPU-only: the fast page's fused-backward tables are drawn from results/fused_backward_probe.json and
-reimpl/fast/backward.py, and what its prose says of them holds: the route's floor is where the probe
-turns from a loss to a win, torch's GammaBeta kernel dominates the narrow rows, and the profile's
-numbers are the ones the page reads off it."""
+"""CPU-only: the fast page's fused-backward tables are drawn from results/fused_backward_probe.json, and
+what its prose says of them holds: against torch's tile the fused kernel turns from a loss to a win
+at the floor the probe recorded, torch's GammaBeta kernel dominates the narrow rows, and the
+profile's numbers are the ones the page reads off it."""
 from pathlib import Path
 
 from reimpl.docsite import fused_tables as T
@@ -11,15 +11,11 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGE = (ROOT / "docs/ladder/fast.md").read_text()
 
 
-def test_the_route_sentence_is_the_plans():
-    """The probe records the plan's floors; they are backward.py's now, and the sentence says them."""
+def test_the_probe_recorded_its_floor():
+    """The fused probe ran with the floor of its day (rows of 1536 elements) set aside; the tests below
+    read the probe against that recorded floor (today's route: tests/test_chains_page_cpu.py)."""
     route = T.load(T.PROBE)["route"]
-    assert route == {"min_width": backward.MIN_WIDTH, "max_width": 512 * max(backward.REGISTER_VECTORS),
-                     "min_elements": backward.MIN_ELEMENTS}
-    text = T.fused_route()
-    assert f"rows of {backward.MIN_WIDTH} to {512 * max(backward.REGISTER_VECTORS)} elements" in text
-    assert f"{backward.MIN_ELEMENTS:,} elements in all" in text
-    assert "{% fused_route %}" in PAGE
+    assert route["min_width"] == 1536 and route["max_width"] == 512 * max(backward.REGISTER_VECTORS)
 
 
 def test_probe_table_holds_every_shape_and_same_bits():
@@ -32,19 +28,21 @@ def test_probe_table_holds_every_shape_and_same_bits():
 
 
 def test_the_floor_is_where_the_probe_turns():
-    """The fused kernel loses on every probed width below MIN_WIDTH and wins on every one from it up."""
+    """Against torch's tile, the fused kernel loses on every probed width below the recorded floor and
+    wins on every one from it up."""
     d = T.load(T.PROBE)
+    floor = d["route"]["min_width"]
     wins = set(T.fused_wins(d))
     for (dtype, M, N) in T.probe_cells(d):
-        assert ((dtype, M, N) in wins) == (N >= backward.MIN_WIDTH), (dtype, M, N)
-    assert "Narrow rows are where the route loses." in PAGE
+        assert ((dtype, M, N) in wins) == (N >= floor), (dtype, M, N)
+    assert "Narrow rows are where the fused kernel loses." in PAGE
 
 
 def test_gamma_beta_dominates_the_narrow_rows():
     """"The same limit holds for torch's GammaBeta kernel, which on such shapes takes most of the
     backward's time"."""
-    narrow = [c["torch"]["kernels_us"] for (dt, M, N), c in T.probe_cells(T.load(T.PROBE)).items()
-              if N < backward.MIN_WIDTH]
+    d = T.load(T.PROBE)
+    narrow = [c["torch"]["kernels_us"] for (dt, M, N), c in T.probe_cells(d).items() if N < d["route"]["min_width"]]
     assert narrow
     for k in narrow:
         gb = sum(v for name, v in k.items() if name.startswith("GammaBeta"))
@@ -68,30 +66,6 @@ def test_the_profile_sentences_hold():
     assert len(rows) == len(n)
 
 
-def test_the_readmes_fused_route_numbers_are_the_records():
-    import json
-    from reimpl.docsite import fast_tables as F
-    readme = " ".join((ROOT / "README.md").read_text().split())
-    gpu = json.loads((ROOT / "results/gpu_tests_fused_backward.json").read_text())
-    assert f"{gpu['pytest'].split(',')[0]}, 0 of {gpu['totals']['elements_compared']:,} elements" in readme
-    assert gpu["totals"]["mismatched_elements"] == 0 and gpu["pytest_exitstatus"] == 0
-    d = T.load(T.PROBE)
-    ratios = {k: c["fast_fused"]["total_us"] / c["fast_two_kernels"]["total_us"] for k, c in T.probe_cells(d).items()}
-    wide = [r for (dt, M, N), r in ratios.items() if N >= backward.MIN_WIDTH]
-    narrow = [r for (dt, M, N), r in ratios.items() if N < backward.MIN_WIDTH]
-    assert (f"{min(wide):.2f}-{max(wide):.2f}x on the {len(wide)} probed shapes of {backward.MIN_WIDTH} to 8192 "
-            f"columns, {min(narrow):.2f}-{max(narrow):.2f}x on the three narrower ones") in readme and len(narrow) == 3
-    s = F.backward_summary(F.load(F.FAST_BACKWARD))
-    ln, rms = s["layer_norm"], s["rms_norm"]
-    assert ln["no_slower_than_torch"] == ln["cells"] and rms["no_slower_than_torch"] == rms["cells"]
-    assert f"no slower than torch on all {ln['cells'] + rms['cells']} cells of at least 32 MB" in readme
-    assert f"up to {ln['pct'][1]:.0f}% (LayerNorm) and {rms['pct'][1]:.0f}% (RMSNorm) of copy" in readme
-    assert f"faster on {ln['liger_faster']} LayerNorm and {rms['liger_faster']} RMSNorm cells" in readme
-    most = 512 * max(backward.REGISTER_VECTORS)
-    assert f"rows of {backward.MIN_WIDTH} to {most} elements with a weight and at least 2^22 elements" in readme
-    assert backward.MIN_ELEMENTS == 1 << 22
-
-
 def test_the_readmes_whole_backward_line_is_the_record():
     from reimpl.docsite import fast_tables as F
     readme = " ".join((ROOT / "README.md").read_text().split())
@@ -99,15 +73,20 @@ def test_the_readmes_whole_backward_line_is_the_record():
     cells = [(k, c) for m in d["methods"] for k, c in F.backward_cells(d, m).items()]
     big = [c for k, c in cells if F.large(*k[1:])]
     small = [(k, c) for k, c in cells if not F.large(*k[1:])]
-    best = max(c["torch"]["ms"] / c["fast"]["ms"] for c in big)
+    best = max(cells, key=lambda kc: kc[1]["torch"]["ms"] / kc[1]["fast"]["ms"] if F.large(*kc[0][1:]) else 0)
+    ratio = best[1]["torch"]["ms"] / best[1]["fast"]["ms"]
     assert all(c["fast"]["ms"] <= c["torch"]["ms"] for c in big)
     assert {k[2:] for k, _ in small} == {(4096, 1024)}
-    assert all(c["fast"]["ms"] <= 1.02 * c["torch"]["ms"] for _, c in small)
+    small_ratios = [c["fast"]["ms"] / c["torch"]["ms"] for _, c in small]
     s = F.backward_summary(d)
     lo = min(v["pct"][0] for v in s.values())
     hi = max(v["pct"][1] for v in s.values())
-    assert (f"no slower than torch's on every cell of at least 32 MB (up to {best:.2f}×" in readme
+    assert (f"no slower than torch's on every cell of at least 32 MB (up to {ratio:.2f}×, on the narrow rows where "
+            f"the chains kernel takes dgamma and dbeta)" in readme
             and f"at {lo:.0f}-{hi:.0f}% of copy on cells of at least 32 MB" in readme)
+    assert best[0][3] * (4 if best[0][1] == "fp32" else 2) < 8192  # a row under the fused route's 8 KB
+    assert (f"faster on the smaller ones too (4096 x 1024, {min(small_ratios):.2f}-{max(small_ratios):.2f}× "
+            "torch's time)") in readme and max(small_ratios) < 1
     faster = sum(v["liger_faster"] for v in s.values())
     assert f"faster on {faster} of those {sum(v['cells'] for v in s.values())}." in readme
 

@@ -1,7 +1,6 @@
 """reimpl.fast's fused backward on its page, rendered at build time from the plan's constants and the
 committed probe (results/fused_backward_probe.json, scripts/gpu/fused_probe.py and fused_ncu.py).
 
-    {% fused_route %}          the inputs the fused route takes, as the probe recorded reimpl/fast/backward.py's plan
     {% fused_probe %}          kernel times per shape: torch, the route of two kernels, the fused kernel
     {% fused_ncu %}            Nsight Compute on both routes of one shape
     {% fused_sweep %}          the sweep of one input, step by step: the rows read for dX, the tiles the
@@ -21,17 +20,6 @@ WARPS, CHAIN_UNITS, SLAB = 4, 2, 128
 # blocks (four an SM) with 256-row tiles (Y = 32)
 SWEEP_M, SWEEP_N, SWEEP_Y, SWEEP_BLOCKS = 16384, 4096, 32, 528
 SWEEP_SHOWN = 4  # steps shown at each end of the table
-
-
-def fused_route() -> str:
-    d = load(PROBE)
-    if d is None:
-        return _MISSING
-    r = d["route"]
-    return (f"The fused route takes a backward with a weight, rows of {r['min_width']} to {r['max_width']} elements and "
-            f"at least {r['min_elements']:,} elements in all (`reimpl/fast/backward.py`: `MIN_WIDTH`, `MIN_ELEMENTS` "
-            f"and the plan's longest row, as the probe recorded them); every other backward keeps the route of two "
-            f"kernels.\n")
 
 
 def probe_cells(d: dict) -> dict:
@@ -129,5 +117,4 @@ def expand(kind: str, arg: str) -> str | None:
     """The page text for a fused_* tag, or None for another tag."""
     if arg:
         return None
-    return {"fused_route": fused_route, "fused_probe": fused_probe, "fused_ncu": fused_ncu,
-            "fused_sweep": fused_sweep}.get(kind, lambda: None)()
+    return {"fused_probe": fused_probe, "fused_ncu": fused_ncu, "fused_sweep": fused_sweep}.get(kind, lambda: None)()

@@ -19,7 +19,9 @@
                              over the shared grid and the CUDA backward's probe (reimpl/docsite/backward_tables.py)
     {% apex_real %}          the apex rung beside apex's own build and torch (reimpl/docsite/apex_tables.py)
     {% fast_* ARG %}, {% ladder_ncu PASS %}   reimpl.fast's page (reimpl/docsite/fast_tables.py)
-    {% fused_route %}, {% fused_probe %}, {% fused_ncu %}   its fused backward (reimpl/docsite/fused_tables.py)
+    {% fused_probe %}, {% fused_ncu %}, {% fused_sweep %}   its fused backward (reimpl/docsite/fused_tables.py)
+    {% backward_routes %}, {% chains_probe DTYPE %}, {% chains_summary %}, {% chains_ncu %}   its chains
+                             kernel and the backward's routes (reimpl/docsite/chains_tables.py)
     {% fast_probe PART KERNEL ... %}, {% fast_probe_ncu %}   the fast forward's knobs (forward_probe_tables.py)
     {% releases %}, {% releases_gpu %}, {% releases_copies %}, {% releases_host %}, {% releases_host_changes %},
     {% releases_what_you_get %}, {% large_tensor %}   the torch release matrix, the host dispatch read from
@@ -41,8 +43,8 @@ import re
 
 from ..layers import LAYERS
 from ..upstream import manifest as manifest_mod
-from . import (apex_tables, backward_tables, bn_routes, fast_tables, forward_probe_tables, fused_tables, grid_tables,
-               host_table, judge_tables, ladder_tables, releases_table, siblings_tables)
+from . import (apex_tables, backward_tables, bn_routes, chains_tables, fast_tables, forward_probe_tables, fused_tables,
+               grid_tables, host_table, judge_tables, ladder_tables, releases_table, siblings_tables)
 from .diagrams import DIAGRAMS
 from .parity_tables import numerics_example, parity
 from .source_links import symbol, symbol_index
@@ -164,7 +166,7 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return fast_tables.fast_grid_summary()
         if kind == "fast_gain" and arg:
             return fast_tables.fast_gain(arg)
-        for module in (forward_probe_tables, fused_tables, siblings_tables, bn_routes, judge_tables):
+        for module in (forward_probe_tables, fused_tables, chains_tables, siblings_tables, bn_routes, judge_tables):
             out = module.expand(kind, arg)  # None: not one of that module's directives
             if out is not None:
                 return out

@@ -1,11 +1,12 @@
 """Torch's bits, faster: LayerNorm/RMSNorm with torch 2.11's exact out, mean and rstd, and exact dX,
 dgamma and dbeta, from kernels of ours where torch would launch its vectorized forward or grad-input
-kernel (dgamma and dbeta in the same pass where backward.py's plan takes it), and from the mirror
+kernel (dgamma and dbeta in the same pass where backward.py's plan takes it, else from the chains
+kernel in place of torch's GammaBeta launch where it takes that), and from the mirror
 everywhere else, so the result is torch's in every case.
 
 This package is two layers. Its submodules are the kernel provider, beside the mirror: the CUDA
-(cuda/), the forward and dX kernels with their launch plans (forward.py, grad_input.py), the fused
-backward route (backward.py), and FastRuntime (runtime.py), which the mirror's host
+(cuda/), the forward and dX kernels with their launch plans (forward.py, grad_input.py), the routes for
+dgamma and dbeta (backward.py), and FastRuntime (runtime.py), which the mirror's host
 dispatch launches through. This file is the
 public face: the public API with `kernels="fast"`, loaded on first use.
 

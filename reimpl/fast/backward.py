@@ -25,11 +25,11 @@ THREAD_ROWS = (1, 8, 16, 32)  # Y: thread rows of torch's GammaBeta tiles <32, Y
 MIN_ELEMENTS = 1 << 22  # smaller inputs keep the two-kernel route (see `plan`)
 MIN_ROW_BYTES = 8192  # and so do shorter rows: the chains kernel is faster there (see `plan`)
 FINISH_THREADS = 256  # the finish kernel's block: a thread a column
-ENABLED = True  # False: every backward takes the route of two kernels (fast dX, torch's GammaBeta)
+ENABLED = True  # False: no fused kernel; every backward takes two kernels (fast dX, then chains or GammaBeta)
 CHAIN_REGS = 48  # fast_backward.cu's CHAIN_REGS: registers for the chains' work beside the dX row's
-CHAIN_STAGES = (4, 8, 16)  # S: the chains kernel's ring of shared-memory stages, a tile of its chain each
+CHAIN_STAGES = (4, 8, 16)  # S: the chains kernel's ring of shared-memory stages, its chain's run of a tile each
 CHAIN_STAGE = 4  # the S the plan takes, but for small grids:
-DEEP_RING_BLOCKS_PER_SM = 4  # grids of at most this many blocks an SM take the deepest ring (see `gamma_beta_launches`)
+DEEP_RING_BLOCKS_PER_SM = 4  # grids of at most this many blocks an SM take the deepest ring (gamma_beta_launches)
 CHAIN_PIECES = (1, 4)  # V: 32-bit words a copy moves (4 where a row is whole 16-byte pieces, 16-byte aligned)
 CHAINS_MIN_ELEMENTS = 1 << 22  # smaller inputs keep torch's GammaBeta launch (see `gamma_beta_launches`)
 TORCH_TILE_FLOAT_BYTES = 32768  # float rows longer than this keep it too (see `gamma_beta_launches`)
@@ -80,8 +80,8 @@ def plan(T, rms: bool, has_gamma: bool, M: int, N: int, sms: int) -> FusedPlan |
     at least MIN_ELEMENTS: below that the call's GPU time is a few microseconds and two kernels are
     as fast. Shorter rows have too few chains to spread (a column's 32 chains, each walking M / 32
     rows in order) for a kernel that also holds a row: measured (results/chains_probe.json), the
-    fast dX kernel followed by the chains kernel was faster on rows under 8 KB (float N <= 1536,
-    16-bit N <= 3072) and the fused kernel from there up."""
+    fast dX kernel followed by the chains kernel was the fastest route, or within a few percent of
+    it, on rows under 8 KB (float N <= 1536, 16-bit N <= 3072), and the fused kernel from there up."""
     if not ENABLED or not has_gamma or M * N < MIN_ELEMENTS or N * K.sizeof(T) < MIN_ROW_BYTES:
         return None
     Y = thread_rows(M, N, sms)

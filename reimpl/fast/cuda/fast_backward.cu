@@ -165,17 +165,19 @@ fast_backward_fused_kernel(const T* __restrict__ dY, const T* __restrict__ X, co
 // --8<-- [end:fast_backward_fused_kernel]
 
 // --8<-- [start:fast_gamma_beta_chains_kernel]
-// The chains alone, in place of torch's GammaBeta launch where dX ran in a kernel of its own. Torch's
-// tile gives a column's chains to the threads of one block, so a row of N elements fills N / 32
-// blocks (24 of 132 SMs at N = 768), each with a tile's 8 rows of loads in flight per thread. Here a
-// block owns chain y of a slab of 32 words of the row (64 columns of a 16-bit type, 32 of float):
-// one warp per column of a word (two for a 16-bit type), lane l of warp h the chain of column h of
-// word 32 s + l. So a column's chains spread over every SM, one thread each, as many as torch has.
-// The block copies its chain's rows into a ring of S stages of shared memory (cp.async; a stage is a
-// tile's 8 rows of X and dY words and their mean and rstd) S - 1 tiles ahead of the one it adds:
-// 8 (S - 1) rows a thread in flight, holding no register. The threads copy in pieces of V words (4:
-// 16-byte copies, for rows of whole 16-byte pieces, 16-byte aligned), which takes fewer instructions
-// than a word each. Grid: Y * slabs blocks of 32 C threads (C: columns a word).
+// The chains alone, in place of torch's GammaBeta launch where dX ran in a kernel of
+// its own. Torch's tile gives a column's chains to the threads of one block, so a row
+// of N elements fills N / 32 blocks (24 of 132 SMs at N = 768), each thread with one
+// tile's 8 rows of loads in flight. Here block b = y * slabs + s owns chain y of slab
+// s (32 words of the row: 64 columns of a 16-bit type, 32 of float), one warp per
+// column of a word (C warps): lane l of warp h holds the chain of column h of word
+// 32 s + l. A column's chains spread over every SM, one thread each, as in torch.
+// The block copies its chain's run of each tile (8 rows of X and dY words, their mean
+// and rstd) into a ring of S stages of shared memory with cp.async, S - 1 tiles ahead
+// of the run it adds: 8 (S - 1) rows a thread in flight, holding no register. The
+// threads copy in pieces of V words: 4 (16 bytes) where the row is whole 16-byte
+// pieces and 16-byte aligned, a quarter of the instructions of a word each.
+// Grid: Y * slabs blocks of 32 C threads (C: columns a word).
 // chains: [2][Y][N] floats, as the fused kernel leaves them for the finish kernel.
 template <int S>
 struct ChainStages {
@@ -198,7 +200,8 @@ __device__ __forceinline__ void copy_words(void* dst, const void* src) {
 template <typename T, typename T_ACC, bool rms_norm, int S, int V>
 __global__ void __launch_bounds__(128) fast_gamma_beta_chains_kernel(
     const T* __restrict__ dY, const T* __restrict__ X, const T_ACC* __restrict__ mean,
-    const T_ACC* __restrict__ rstd, const int N, const int64_t M, const int Y, float* __restrict__ chains) {
+    const T_ACC* __restrict__ rstd, const int N, const int64_t M, const int Y,
+    float* __restrict__ chains) {
   constexpr int C = 4 / sizeof(T);  // columns a word: the block's warps
   constexpr int PIECES = 32 / V;    // pieces of a row's 32 words
   static_assert((8 * PIECES) % (32 * C) == 0, "a stage's pieces are shared out evenly");
@@ -255,14 +258,16 @@ __global__ void __launch_bounds__(128) fast_gamma_beta_chains_kernel(
   for (int64_t k = 0; k < tiles; k++) {
     __syncthreads();  // every thread is done reading the stage the next issue refills
     issue(k + S - 1);
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(S - 1));  // this thread's copies of tile k have landed
+    // this thread's copies of tile k have landed
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(S - 1));
     __syncthreads();  // and every thread's
     const int b = (int)(k % S);
 #pragma unroll
     for (int i = 0; i < 8; i++) {
       const float m = rms_norm ? 0.f : st.mean[b][i];
-      chain_step<rms_norm>(ag, ab, word_element<T>(st.x[b][i][lane], h), word_element<T>(st.dy[b][i][lane], h), m,
-                           st.rstd[b][i]);
+      const float x = word_element<T>(st.x[b][i][lane], h);
+      const float dy = word_element<T>(st.dy[b][i][lane], h);
+      chain_step<rms_norm>(ag, ab, x, dy, m, st.rstd[b][i]);
     }
   }
   asm volatile("cp.async.wait_all;\n" ::);
