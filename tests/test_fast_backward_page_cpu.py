@@ -66,3 +66,18 @@ def test_liger_faster_cells_are_listed_from_the_record():
     text = F.fast_backward_summary()
     for op, dt, M, N in cells:
         assert f"{'LayerNorm' if op == 'layer_norm' else 'RMSNorm'} {dt} {M}×{N}" in text
+
+
+def test_backward_charts_plot_every_kernel_and_shape_of_the_record():
+    d = F.load(F.FAST_BACKWARD)
+    page = (ROOT / "docs/ladder/fast.md").read_text()
+    for dtype in ("fp32", "bf16"):
+        assert f"{{% fast_backward_chart {dtype} %}}" in page
+        svg = F.fast_backward_chart(dtype)
+        rows = [r for r in d["rows"] if r["dtype"] == dtype and r["method"] == "pipelined"]
+        kernels = {r["kernel"] for r in rows}
+        assert kernels == set(F.BACKWARD_ORDER)  # ours, torch's, Liger's for both ops, and the copy
+        for k in kernels - {"copy"}:
+            assert k in svg, k
+        for r in rows:  # the data table under the chart holds every plotted number
+            assert f">{r['gbps']:.0f}</td>" in svg, r

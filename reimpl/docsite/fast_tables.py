@@ -41,6 +41,9 @@ GOAL = 90.0  # % of copy the forward is held to on cells of at least LARGE bytes
 # ours first, then torch's and the copy
 ORDER = ("fast_layer_norm", "fast_rms_norm", "fast_layer_norm_dx", "fast_rms_norm_dx", "torch_layer_norm",
          "torch_rms_norm", "torch_layer_norm_dx", "torch_rms_norm_dx", "copy")
+# the whole backward's chart: ours, torch's, the peer's, the copy
+BACKWARD_ORDER = tuple(f"{who}_{op}_backward" for who in ("fast", "torch", "liger")
+                       for op in ("layer_norm", "rms_norm")) + ("copy",)
 
 
 def _method_name(arg: str) -> str:
@@ -56,6 +59,8 @@ def _method_words(arg: str, words: str) -> str:
 def _what(path: Path, arg: str) -> str:
     """What a table or chart of `path` at "DTYPE [METHOD]" holds."""
     dtype = arg.partition(" ")[0]
+    if path == FAST_BACKWARD:
+        return f"whole backward (dX, dgamma, dbeta), {dtype}: reimpl.fast, torch and Liger-Kernel"
     return (f"backward dX, {dtype}: reimpl.fast and torch" if path == FAST_GRAD else
             f"forward, {dtype}: reimpl.fast and torch")
 
@@ -69,27 +74,36 @@ def _method_rows(d: dict, arg: str) -> tuple[list, str]:
     return [r for r in d["rows"] if r["dtype"] == dtype and r["method"] == method], d["methods"][method]
 
 
+# per record: the chart's file name, its y axis, and its kernels' order
+CHARTS = {FAST: ("fast", "bandwidth (GB/s): x read + y written", ORDER),
+          FAST_GRAD: ("fast-dx", "bandwidth (GB/s): x + dy read, dx written", ORDER),
+          FAST_BACKWARD: ("fast-backward", "bandwidth (GB/s): the backward's copy-equivalent bytes", BACKWARD_ORDER)}
+
+
 def fast_chart(arg: str, path: Path = FAST) -> str:
-    """reimpl.fast beside torch's kernel per shape (results/fast_bench.json, or the dX's
-    results/fast_grad_bench.json), as bars. arg: "DTYPE [METHOD]"."""
+    """reimpl.fast beside torch's kernel per shape (results/fast_bench.json, the dX's
+    results/fast_grad_bench.json, or the whole backward's results/fast_backward_bench.json with
+    Liger-Kernel's), as bars. arg: "DTYPE [METHOD]"."""
     d = load(path)
     if d is None:
         return ""
     rows, words = _method_rows(d, arg)
-    name = "fast-dx" if path == FAST_GRAD else "fast"
+    name, ylabel, order = CHARTS[path]
     dtype, _, method = arg.partition(" ")
     what, how = _what(path, arg), _method_name(arg)
-    ylabel = ("bandwidth (GB/s): x + dy read, dx written" if path == FAST_GRAD else
-              "bandwidth (GB/s): x read + y written")
     data = (caption(f"GB/s per kernel and shape, as plotted, {what}; {d['bytes']}", d, _method_words(arg, words))
-            + bench_table(rows, ORDER, pct=False))
-    chart = bench_chart(rows, ORDER, f"{name}-{dtype}" + (f"-{method}" if method else ""),
+            + bench_table(rows, order, pct=False))
+    chart = bench_chart(rows, order, f"{name}-{dtype}" + (f"-{method}" if method else ""),
                         f"LayerNorm and RMSNorm {what}\n{how}, {d['device']}, {d['date']}", ylabel, data)
     return f'<div class="diagram-box">{chart}</div>'
 
 
 def fast_grad_chart(arg: str) -> str:
     return fast_chart(arg, FAST_GRAD)
+
+
+def fast_backward_chart(arg: str) -> str:
+    return fast_chart(arg, FAST_BACKWARD)
 
 
 def ncu(what: str) -> str:

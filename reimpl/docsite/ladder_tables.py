@@ -250,6 +250,9 @@ COLOURS = {
     "block_cached": "#b07aa1", "block_vec": "#d4a72c", "apex": "#9c755f", "warp_regs": "#ff9da7",
     "triton_ln": "#59a14f", "rms_warp_sumsq": "#f1a35f", "triton_rms": "#9bd18e",
     "row_held": "#17becf", "rms_row_held": "#9edae5",
+    "fast_layer_norm_backward": "#3d9a3a", "fast_rms_norm_backward": "#8ccf7e",
+    "torch_layer_norm_backward": "#4e79a7", "torch_rms_norm_backward": "#7fb0dc",
+    "liger_layer_norm_backward": "#e15759", "liger_rms_norm_backward": "#ff9da7",
 }
 SPARE = ("#bab0ac", "#d37295", "#a0cbe8", "#86bcb6")
 COPY_LABEL = "copy (x.clone())"
@@ -304,7 +307,9 @@ def _figure(rows: list, order, name: str, title: str, ylabel: str) -> str:
                             ha="center", va="bottom", fontsize=10, zorder=4)
         ax.set_ylim(0, max(tops) * 1.13)
         ax.set_xlim(-0.55, len(shapes) - 0.45)
-        ax.set_xticks(range(len(shapes)), [f"{M} x {N}" for M, N in shapes])
+        # more shapes than fit side by side: the labels on two lines (M over x N)
+        sep = "\nx " if len(shapes) > 8 else " x "
+        ax.set_xticks(range(len(shapes)), [f"{M}{sep}{N}" for M, N in shapes])
         ax.tick_params(axis="x", length=0)
         ax.yaxis.grid(True, color=INK, alpha=0.18, linewidth=0.8)
         ax.set_axisbelow(True)

@@ -156,6 +156,8 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return fast_tables.fast_grad_bandwidth(arg)
         if kind == "fast_grad_chart" and arg:
             return fast_tables.fast_grad_chart(arg)
+        if kind == "fast_backward_chart" and arg:
+            return fast_tables.fast_backward_chart(arg)
         if kind == "fast_backward" and arg:
             return fast_tables.fast_backward(arg)
         if kind == "fast_backward_summary" and not arg:
