@@ -158,3 +158,23 @@ def test_the_floor_sentence_holds():
     chains = next(k for k in D["ncu"]["kernels"] if k["name"].startswith("fast_gamma_beta_chains"))
     assert chains["waves_per_sm"] < 0.5 and chains["kernel"].endswith(", 16, 4>")  # the deep ring, 16-byte copies
     assert 32 * 768 / 32 / D["route"]["sms"] < 6
+
+
+def test_the_dx_row_order_paragraph_holds():
+    """"It takes them from the last up ... finds those rows of x and dy still in L2": on the probe, every
+    cell whose route runs the fast dX kernel took less time with the rows from the last up, and the
+    fused cells (the control: that kernel does not run) moved by under 1%; every run gave torch's bits."""
+    import json
+    from reimpl.fast import grad_input
+    d = C.load(C.ORDER_PROBE)
+    assert grad_input.ROWS_FROM_LAST and all(r["bit_identical"] for r in d["rows"])
+    order = C.row_order(d)
+    dx = [last / first for route, first, last in order.values() if route != "fused"]
+    control = [last / first for route, first, last in order.values() if route == "fused"]
+    assert dx and control and max(dx) < 1 and all(abs(x - 1) < 0.01 for x in control)
+    gpu = json.loads((ROOT / "results/gpu_tests_rows_from_last.json").read_text())
+    assert gpu["totals"]["mismatched_elements"] == 0 and gpu["pytest_exitstatus"] == 0
+    assert gpu["totals"]["elements_compared"] > 10**9
+    assert "{% rows_from_last %}" in PAGE and "It takes them from the last up" in PROSE
+    assert "The probe tables above were measured with the rows in order" in PROSE
+    assert D.get("dx_rows_from_last", False) is False  # the chains probe ran with the rows in order

@@ -40,17 +40,18 @@ def fused(dtype: str, M: int, N: int) -> bool:
 
 def test_the_pages_sixty_percent_sentences_hold():
     """Five tensors moved for three that count: 3/5 of copy at copy speed for the cells that keep two
-    kernels, within a point; every fp32 fused cell goes past it, 16-bit RMSNorm's on some shapes,
+    kernels, a little past it (L2); every fp32 fused cell goes past it, 16-bit RMSNorm's on some shapes,
     16-bit LayerNorm's on none."""
     page = " ".join((ROOT / "docs/ladder/fast.md").read_text().split())
     assert "such a backward reaches 60% of copy at most" in page
-    assert ("reach at most 61% of copy: the 60% that the count of bytes allows, within a point, whether the second "
-            "kernel is the chains kernel or torch's tile. The fused cells can go past it: every fp32 fused cell does, "
-            "and 16-bit RMSNorm's do on some shapes, while 16-bit LayerNorm's stay below it.") in page
+    assert ("reach at most 62% of copy, a little past the 60% that the count of bytes allows, whether the second "
+            "kernel is the chains kernel or torch's tile") in page
+    assert ("The fused cells can go past it: every fp32 fused cell does, and 16-bit RMSNorm's do on some shapes, "
+            "while 16-bit LayerNorm's stay below it.") in page
     d = F.load(F.FAST_BACKWARD)
     big = [(o, dt, c["fast"]["pct_copy"], fused(dt, M, N)) for m in d["methods"]
            for (o, dt, M, N), c in F.backward_cells(d, m).items() if F.large(dt, M, N)]
-    assert max(p for _, _, p, f in big if not f) <= 61
+    assert 60 < max(p for _, _, p, f in big if not f) <= 62.5
     assert min(p for _, dt, p, f in big if f and dt == "fp32") > 60
     rms16 = [p for o, dt, p, f in big if f and dt != "fp32" and o == "rms_norm"]
     ln16 = [p for o, dt, p, f in big if f and dt != "fp32" and o == "layer_norm"]

@@ -7,12 +7,15 @@ time from results/chains_probe.json (scripts/gpu/chains_probe.py and chains_ncu.
     {% chains_summary %}       how near the plan's route is to the fastest measured one, and its gain
     {% chains_choices %}       the plan's three choices (fused, chains, torch's tile; the ring's depth), as measured
     {% chains_ncu %}           Nsight Compute: torch's GammaBeta tile beside the chains kernel on one shape
+    {% rows_from_last %}       the backward with the fast dX kernel's rows in order and from the last up
+                               (results/rows_from_last_probe.json, scripts/gpu/rows_from_last_probe.py)
 """
 from __future__ import annotations
 
 from .ladder_tables import MISSING, RESULTS, caption, load
 
 PROBE = RESULTS / "chains_probe.json"
+ORDER_PROBE = RESULTS / "rows_from_last_probe.json"
 _MISSING = MISSING.format(cmd="python scripts/gpu/chains_probe.py results/chains_probe.json", file=PROBE.name)
 OPS = {"layer_norm": "LayerNorm", "rms_norm": "RMSNorm"}
 ITEMSIZE = {"fp32": 4, "bf16": 2, "fp16": 2}
@@ -187,6 +190,40 @@ def chains_ncu() -> str:
     return "\n".join(lines) + "\n"
 
 
+def row_order(d: dict) -> dict:
+    """(dtype, M, N) -> (route taken, fastest of each setting's runs in order, from the last up)."""
+    out: dict = {}
+    for r in d["rows"]:
+        key = (r["dtype"], r["M"], r["N"])
+        route, first, last = out.get(key, (taken(r), float("inf"), float("inf")))
+        if r["rows_from_last"]:
+            last = min(last, r["total_us"])
+        else:
+            first = min(first, r["total_us"])
+        out[key] = (route, first, last)
+    return out
+
+
+def rows_from_last() -> str:
+    d = load(ORDER_PROBE)
+    if d is None:
+        return MISSING.format(cmd="python scripts/gpu/rows_from_last_probe.py results/rows_from_last_probe.json",
+                              file=ORDER_PROBE.name)
+    lines = [caption("LayerNorm backward, kernel time in µs (every gradient) on the plan's route, the fast dX kernel's "
+                     "rows in order and from the last up (the faster of two runs each); the fused kernel does not use "
+                     "that kernel, so its rows are a control", d, d["method"]),
+             "| dtype | M×N | route | rows in order | from the last up | ratio | same bits |",
+             "|---|---|---|--:|--:|--:|---|"]
+    same = {}
+    for r in d["rows"]:
+        key = (r["dtype"], r["M"], r["N"])
+        same[key] = same.get(key, True) and r["bit_identical"]
+    for (dt, M, N), (route, first, last) in row_order(d).items():
+        lines.append(f"| {dt} | {M}×{N} | {route} | {first:.1f} | {last:.1f} | {last / first:.3f} | "
+                     f"{'yes' if same[(dt, M, N)] else 'no'} |")
+    return "\n".join(lines) + "\n"
+
+
 def expand(kind: str, arg: str) -> str | None:
     """The page text for a chains_* or backward_routes tag, or None for another tag."""
     if kind == "chains_probe" and arg in ITEMSIZE:
@@ -194,4 +231,4 @@ def expand(kind: str, arg: str) -> str | None:
     if arg:
         return None
     return {"backward_routes": backward_routes, "chains_summary": chains_summary, "chains_choices": chains_choices,
-            "chains_ncu": chains_ncu}.get(kind, lambda: None)()
+            "chains_ncu": chains_ncu, "rows_from_last": rows_from_last}.get(kind, lambda: None)()

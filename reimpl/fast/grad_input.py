@@ -1,6 +1,7 @@
 """The fast grad-input kernels (reimpl/fast/cuda/fast_grad_input.cu) as kernel objects, and their
 launch plan. They take torch's `layer_norm_grad_input_kernel_vectorized` arguments, in its order,
-plus the row count M; `FastRuntime` (runtime.py) launches them in its place.
+plus the row count M and `from_last` (ROWS_FROM_LAST); `FastRuntime` (runtime.py) launches them in its
+place.
 """
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ WARP_VECTORS = (1,)  # RW: vectors per virtual thread in the warp kernel (rows o
 REGISTER_VECTORS = (1, 2, 4, 8, 16)  # R: vectors per thread of X and of dY in registers (the block kernel)
 WARPS_PER_BLOCK = 4
 THREADS = 128  # torch's threads per row
+# the kernels' `from_last`: rows from the last up, so that the chains kernel, which starts at the top,
+# finds the rows read last in L2 (results/rows_from_last_probe.json)
+ROWS_FROM_LAST = True
 
 
 def split(T) -> tuple[int, int]:
@@ -49,7 +53,7 @@ def _instantiations() -> list:
     return out
 
 
-_PARAMS = ("ptr", "ptr", "ptr", "ptr", "ptr", "ptr", "int", "int64")
+_PARAMS = ("ptr", "ptr", "ptr", "ptr", "ptr", "ptr", "int", "int64", "int")
 SOURCE = CudaSource(Path(__file__).parent / "cuda", "fast_grad_input.cu", lambda: _instantiations(),
                     include_dirs=(K.SOURCE.directory,))
 TEMPLATE = KernelTemplate("fast_grad_input_kernel", _PARAMS, SOURCE, "reimpl_fast")

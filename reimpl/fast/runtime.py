@@ -37,7 +37,7 @@ def swap(kernel, grid, block, shared: int, args: tuple, sms: int, chains=None,
             return fused.kernel, fused.grid, fused.block, fused.shared, (*args, M, fused.Y,
                                                                          chains(fused.chains_bytes(N)))
         fast, fgrid, fblock, fshared = grad_input.plan(T, rms, gamma != 0, M, N)
-        return fast, fgrid, fblock, fshared, (*args, M)
+        return fast, fgrid, fblock, fshared, (*args, M, int(grad_input.ROWS_FROM_LAST))
     if kernel.template is K.vectorized_layer_norm_kernel:
         T, _, rms = kernel.targs
         N, eps, X, gamma, beta, mean, rstd, Y = args

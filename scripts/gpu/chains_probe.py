@@ -18,7 +18,7 @@ from reimpl import fast  # noqa: E402
 from reimpl.checks import ncu_report  # noqa: E402
 from reimpl.checks.parity import bit_mismatches  # noqa: E402
 from reimpl.checks.record import stamp  # noqa: E402
-from reimpl.fast import backward  # noqa: E402
+from reimpl.fast import backward, grad_input  # noqa: E402
 
 SAVED = {k: getattr(backward, k) for k in ("ENABLED", "MIN_ROW_BYTES", "CHAINS_MIN_ELEMENTS", "CHAIN_STAGE",
                                            "TORCH_TILE_FLOAT_BYTES", "DEEP_RING_BLOCKS_PER_SM")}
@@ -115,7 +115,7 @@ def main(out: str, quick: bool = False, ncu_args: list | None = None) -> None:
                 torch.cuda.empty_cache()
     for k, v in SAVED.items():
         setattr(backward, k, v)
-    record = {**stamp(), "route": route(),
+    record = {**stamp(), "route": route(), "dx_rows_from_last": grad_input.ROWS_FROM_LAST,
               "method": "torch.profiler (CUPTI) kernel times, mean of 5 calls after 3 warm-up calls, every gradient "
                         "asked for; bit_identical: every gradient equals torch's", "rows": rows}
     if ncu_args:

@@ -72,6 +72,19 @@ def test_fast_runtime_matches_torch_on_the_backward_matrix(group):
     assert fast_cases > 0
 
 
+@pytest.mark.parametrize("group", ["plans", "shape_grid", "random"])
+def test_rows_from_the_last_up_give_torchs_bits(monkeypatch, group):
+    """grad_input.ROWS_FROM_LAST: the kernels take their rows from the last up; every row's bits
+    stay torch's (the warp kernel's last, partial block of rows now runs first)."""
+    from reimpl.fast import fast_runtime, grad_input
+    monkeypatch.setattr(grad_input, "ROWS_FROM_LAST", True)
+    fast_runtime().plans.clear()
+    bad, fast_cases = _run(f"from_last_{group}", GROUPS[group]())
+    fast_runtime().plans.clear()
+    assert not bad, bad[:10]
+    assert fast_cases > 0
+
+
 def test_fast_grad_kernel_sweep_of_100000_rows():
     cs = fast_grad_sweep()
     assert sum(c.shape[0] for c in cs) >= 100_000

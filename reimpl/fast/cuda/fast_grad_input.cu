@@ -148,9 +148,11 @@ __device__ __forceinline__ void warp_block_sum(const float (&v)[S][4], float (&o
 template <typename T, typename T_ACC, bool rms_norm, bool has_gamma, unsigned int RW, unsigned int WARPS>
 __global__ void __launch_bounds__(32 * WARPS) fast_grad_input_warp_kernel(
     const T* __restrict__ dY, const T* __restrict__ X, const T_ACC* __restrict__ mean,
-    const T_ACC* __restrict__ rstd, const T* __restrict__ gamma, T* dX, const int N, const int64_t M) {
+    const T_ACC* __restrict__ rstd, const T* __restrict__ gamma, T* dX, const int N, const int64_t M,
+    const int from_last) {
   constexpr int S = rms_norm ? 1 : 2;  // statistics: stats_x1 (LayerNorm only) and stats_x2
-  const int64_t row = blockIdx.x * (int64_t)WARPS + threadIdx.y;
+  const int64_t block = from_last ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // see fast_grad_input_kernel
+  const int64_t row = block * WARPS + threadIdx.y;
   if (row >= M) return;  // whole warps leave; nothing below waits on another warp
   const int lane = threadIdx.x;
   const int n_vec = N / vec_size;
@@ -335,10 +337,14 @@ __device__ __forceinline__ void grad_input_row(const T* __restrict__ dY, const T
 template <typename T, typename T_ACC, bool rms_norm, bool has_gamma, unsigned int R, unsigned int RS>
 __global__ void __launch_bounds__(128, (grad_min_blocks<T, R>())) fast_grad_input_kernel(
     const T* __restrict__ dY, const T* __restrict__ X, const T_ACC* __restrict__ mean,
-    const T_ACC* __restrict__ rstd, const T* __restrict__ gamma, T* dX, const int N, const int64_t M) {
+    const T_ACC* __restrict__ rstd, const T* __restrict__ gamma, T* dX, const int N, const int64_t M,
+    const int from_last) {
   __shared__ float4 buf[rms_norm ? 1 : 2];  // one float per warp for each statistic (torch: reduce_buf, 4 floats)
   extern __shared__ __align__(16) unsigned char held[];  // RS vectors of X, then RS of dY, per thread
-  grad_input_row<T, rms_norm, has_gamma, R, RS>(dY, X, mean, rstd, gamma, dX, N, blockIdx.x, held, buf);
+  // from_last: rows from the last up (a row's bits do not depend on when it runs), so that the
+  // chains kernel that may follow, which starts at the top, finds the rows read last still in L2
+  const int64_t row = from_last ? M - 1 - blockIdx.x : blockIdx.x;
+  grad_input_row<T, rms_norm, has_gamma, R, RS>(dY, X, mean, rstd, gamma, dX, N, row, held, buf);
 }
 // --8<-- [end:fast_grad_input_kernel]
 
