@@ -115,9 +115,8 @@ def gamma_beta_launches(gamma_beta, grid, args: tuple, sms: int, chains) -> list
     """The chains kernel and the finish in place of torch's GammaBeta launch (`gamma_beta` on `grid`
     with `args`), or None (torch's runs). `chains(nbytes)` is the scratch buffer's address. Taken for
     float, half and bfloat16 (float chains; double keeps torch's), tiles that reduce each column in
-    one block, with X and dY in 32-bit words (16-bit rows of even
-    length, 4-byte aligned), on inputs of at least CHAINS_MIN_ELEMENTS, except float rows longer than
-    TORCH_TILE_FLOAT_BYTES: there torch's tile has blocks enough for every SM and its loads from
+    one block, X and dY in 32-bit words (16-bit rows of even length, 4-byte aligned), on inputs of
+    at least CHAINS_MIN_ELEMENTS, except float rows longer than TORCH_TILE_FLOAT_BYTES: there torch's tile has blocks enough for every SM and its loads from
     registers measured faster on most probed shapes (results/chains_probe.json). The ring has
     CHAIN_STAGE stages, or the most (CHAIN_STAGES[-1]) where the grid has at most
     DEEP_RING_BLOCKS_PER_SM blocks an SM: so few threads hide DRAM's latency only with many tiles in
@@ -130,7 +129,7 @@ def gamma_beta_launches(gamma_beta, grid, args: tuple, sms: int, chains) -> list
     if (T_ACC is not K.float_ or Y is None or M * N < CHAINS_MIN_ELEMENTS or row_bytes % 4 or dY % 4 or X % 4
             or (K.sizeof(T) == 4 and row_bytes > TORCH_TILE_FLOAT_BYTES)):
         return None
-    slabs = -(-(N * K.sizeof(T) // 4) // 32)
+    slabs = -(-(row_bytes // 4) // 32)  # of 32 words
     V = 4 if row_bytes % 16 == 0 and dY % 16 == 0 and X % 16 == 0 else 1
     scratch = chains(2 * Y * N * 4)
     S = CHAIN_STAGES[-1] if slabs * Y <= DEEP_RING_BLOCKS_PER_SM * sms else CHAIN_STAGE
