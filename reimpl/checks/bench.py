@@ -47,6 +47,19 @@ METHODS = {
 FAST_SHAPES = ((4096, 1024), (65536, 768), (16384, 4096), (32768, 8192), (8192, 16384))  # the fast kernels' tuning cells
 
 
+def kernel_us(call, calls: int = 5) -> dict[str, float]:
+    """Mean GPU time (µs, torch.profiler's CUPTI records) per launch of each kernel that `calls`
+    back-to-back calls of call() ran, keyed by the kernel's short name (no namespace or template
+    arguments): how the probes split a call's time among its kernels."""
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            call()
+        torch.cuda.synchronize()
+    return {e.key.split("<")[0].split("::")[-1]: e.device_time_total / e.count
+            for e in prof.key_averages() if e.device_time_total > 0}
+
+
 def cells(shapes):
     """(method, dtype name, dtype, M, N) for every timing method, dtype and shape, in the order the
     fast benchmarks run and record them."""

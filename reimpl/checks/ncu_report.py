@@ -32,3 +32,11 @@ def launches(text: str) -> list[dict]:
         out.append({"kernel": h[1], "name": h[2], "grid": h[3].replace(" ", ""), "block": h[4].replace(" ", ""),
                     **figures(text[h.end():end])})
     return out
+
+
+def split_args(args: list[str]) -> tuple[list[str], list[str] | None]:
+    """A probe's command line without `--ncu FILE DTYPE M N`, and those four (None where absent)."""
+    if "--ncu" not in args:
+        return args, None
+    i = args.index("--ncu")
+    return args[:i] + args[i + 5:], args[i + 1:i + 5]

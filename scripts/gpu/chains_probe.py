@@ -16,6 +16,7 @@ import torch  # noqa: E402
 
 from reimpl import fast  # noqa: E402
 from reimpl.checks import ncu_report  # noqa: E402
+from reimpl.checks.bench import kernel_us  # noqa: E402
 from reimpl.checks.parity import bit_mismatches  # noqa: E402
 from reimpl.checks.record import stamp  # noqa: E402
 from reimpl.fast import backward, grad_input  # noqa: E402
@@ -28,16 +29,6 @@ SHAPES = ((65536, 768), (32768, 768), (16384, 1024), (65536, 1024), (4096, 1024)
           (4096, 8192), (8192, 8192), (2048, 12288), (2048, 16384), (1024, 16384), (8192, 16384), (512, 32768))
 QUICK = ((65536, 768), (16384, 1024), (32768, 2048), (16384, 4096), (2048, 16384))
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-
-
-def kernel_us(call) -> dict:
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(5):
-            call()
-        torch.cuda.synchronize()
-    return {e.key.split("<")[0].split("::")[-1]: e.device_time_total / e.count
-            for e in prof.key_averages() if e.device_time_total > 0}
 
 
 def routes():
@@ -124,9 +115,5 @@ def main(out: str, quick: bool = False, ncu_args: list | None = None) -> None:
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    ncu_args = None
-    if "--ncu" in args:
-        i = args.index("--ncu")
-        ncu_args, args = args[i + 1:i + 5], args[:i] + args[i + 5:]
+    args, ncu_args = ncu_report.split_args(sys.argv[1:])
     main(args[0], quick=len(args) > 1 and args[1] == "quick", ncu_args=ncu_args)

@@ -162,9 +162,5 @@ def ncu_figures(path: str, dtype: str, M: str, N: str) -> dict:
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    ncu = None
-    if "--ncu" in args:
-        i = args.index("--ncu")
-        ncu, args = args[i + 1:i + 5], args[:i] + args[i + 5:]
+    args, ncu = ncu_report.split_args(sys.argv[1:])
     main(args[0], args[1:] or list(CELLS), ncu)

@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch  # noqa: E402
 
 from reimpl import fast  # noqa: E402
+from reimpl.checks.bench import kernel_us  # noqa: E402
 from reimpl.checks.parity import bit_mismatches  # noqa: E402
 from reimpl.checks.record import stamp  # noqa: E402
 from reimpl.fast import backward  # noqa: E402
@@ -26,16 +27,6 @@ SHAPES = ((torch.float32, 4096, 1024), (torch.bfloat16, 65536, 768), (torch.floa
           (torch.bfloat16, 32768, 2048), (torch.bfloat16, 16384, 3072), (torch.float32, 8192, 3072),
           (torch.bfloat16, 16384, 5120), (torch.float32, 4096, 8192))
 NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16"}
-
-
-def kernel_us(call) -> dict:
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(5):
-            call()
-        torch.cuda.synchronize()
-    return {e.key.split("<")[0].split("::")[-1]: e.device_time_total / e.count
-            for e in prof.key_averages() if e.device_time_total > 0}
 
 
 def main(out: str) -> None:

@@ -13,11 +13,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch  # noqa: E402
 
 from reimpl import fast  # noqa: E402
+from reimpl.checks.bench import kernel_us  # noqa: E402
 from reimpl.checks.parity import bit_mismatches  # noqa: E402
 from reimpl.checks.record import stamp  # noqa: E402
 from reimpl.fast import grad_input  # noqa: E402
-
-from chains_probe import kernel_us  # noqa: E402  (this script's folder is on sys.path)
 
 SHAPES = ((65536, 768), (32768, 1024), (16384, 1024), (32768, 1536), (32768, 2048), (2048, 16384), (16384, 4096))
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}

@@ -8,14 +8,13 @@ route's floor lowered to 0 here, so every size takes it. Counts go to the backwa
 bwd_chains_* groups; `bwd_chains_kernel_cases` counts cases that launched the chains kernel."""
 import itertools
 import random
-import threading
 
 import pytest
 import torch
 
 from reimpl.checks import cases_backward as bwd
 from reimpl.checks.cases import VALUE_KINDS
-from tests.gpu.fast_runs import run_fast
+from tests.gpu.fast_runs import replays_graphs_streams_and_threads, run_fast
 
 pytestmark = pytest.mark.gpu
 
@@ -132,70 +131,9 @@ def test_chains_on_large_inputs():
     assert chained == sum(map(_takes_chains, cs)) == len(cs) - 2
 
 
-def _grads(fn, dy, *args):
-    leaves = [t.clone().requires_grad_(True) for t in args]
-    fn(leaves[0], (args[0].shape[-1],), *leaves[1:]).backward(dy)
-    return [t.grad for t in leaves]
-
-
-def _same(a, b) -> bool:
-    iview = {2: torch.int16, 4: torch.int32}[a.element_size()]
-    return torch.equal(a.view(iview), b.view(iview))
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_chains_replay_graphs_streams_and_threads(dtype):
-    """The same signature three times (the plan's replay asks the stream's scratch again), a CUDA
-    graph of the backward replayed on new data, a side stream, and four host threads at once: each
-    gives torch's gradients, and the chains kernel ran in place of torch's GammaBeta."""
-    from reimpl import fast
-    rt = fast.fast_runtime()
-    M, N = 3000, 1024
-    F = torch.nn.functional
-    data = [[torch.randn(*s, device="cuda", dtype=dtype) for s in ((M, N), (N,), (N,), (M, N))] for _ in range(3)]
-    before = (rt.chains_launches, rt.finish_launches)
-    for x, w, b, dy in data:
-        assert all(map(_same, _grads(fast.layer_norm, dy, x, w, b), _grads(F.layer_norm, dy, x, w, b)))
-    assert (rt.chains_launches - before[0], rt.finish_launches - before[1]) == (3, 3)
-
-    x, w, b, dy = (t.clone() for t in data[0])
-    _, mean, rstd = torch.ops.aten.native_layer_norm(x, [N], w, b, 1e-5)
-    call = lambda: fast.native_layer_norm_backward(dy, x, [N], mean, rstd, w, b)  # noqa: E731
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        call()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=side):
-            outs = call()
-    torch.cuda.current_stream().wait_stream(side)
-    for x2, w2, b2, dy2 in data[1:]:
-        x.copy_(x2), w.copy_(w2), b.copy_(b2), dy.copy_(dy2)
-        _, m2, r2 = torch.ops.aten.native_layer_norm(x, [N], w, b, 1e-5)
-        mean.copy_(m2), rstd.copy_(r2)
-        graph.replay()
-        want = torch.ops.aten.native_layer_norm_backward(dy, x, [N], mean, rstd, w, b, [True, True, True])
-        assert all(map(_same, outs, want))
-
-    results, errors = {}, []
-
-    def worker(i):
-        try:
-            x, w, b, dy = data[i % 3]
-            s = torch.cuda.Stream()
-            with torch.cuda.stream(s):
-                for _ in range(20):
-                    got = _grads(fast.layer_norm, dy, x, w, b)
-            s.synchronize()
-            results[i] = got
-        except Exception as e:  # noqa: BLE001 - reported below
-            errors.append(repr(e))
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
-    for i, got in results.items():
-        x, w, b, dy = data[i % 3]
-        assert all(map(_same, got, _grads(F.layer_norm, dy, x, w, b)))
+    """The same signature three times, a CUDA graph of the backward replayed on new data, a side
+    stream, and four host threads at once: each gives torch's gradients, and the chains kernel ran
+    in place of torch's GammaBeta."""
+    replays_graphs_streams_and_threads(dtype, 3000, 1024, "chains_launches")
