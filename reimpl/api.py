@@ -107,27 +107,42 @@ def runtime_for(kernels: str):
     return fast_runtime()
 
 
-def _plan_call(method, names, tensors, extra, mirror, keep=None, rt=None):
-    """The mirror call `mirror()` of `tensors` (named `names`, in the aten schema's order) under the
-    runtime `rt`, replayed from a launch plan when this signature has one. The checks run on a
-    signature's first call only: the key holds every tensor's device, so a later call with the key
-    would pass them too."""
-    if rt is None:
-        rt = runtime.get()
-    input = tensors[names.index("input")]
+def signature(method, tensors, extra, device_of: int = 0):
+    """(key, ptrs): the launch-plan key of a call of `method` on `tensors` (in the aten schema's order;
+    `device_of` indexes the one whose device the call runs on) with the scalar arguments `extra`,
+    and the tensors' addresses (0 for None); or None where the call must take the full path (an
+    argument that is not a tensor, a tensor off the current device, plans switched off)."""
     try:
-        device = input.get_device()
         ptrs = [0 if t is None else t.data_ptr() for t in tensors]
         # what the host mirror's decisions read of each tensor: shape, dtype, device, contiguity and
         # the low bits of its address (the vectorized paths test 16-byte alignment)
         key = (method, *[None if t is None else (t.shape, t.dtype, t.get_device(), t.is_contiguous(), p & 63)
                          for t, p in zip(tensors, ptrs)], *extra)
+        device = tensors[device_of].get_device()
     except (AttributeError, TypeError):  # not a tensor: the full path raises torch's error
-        device = -1
+        return None
     if device < 0 or device != _get_device() or not USE_PLANS:  # the full path checks and guards
+        return None
+    return key, ptrs
+
+
+_UNKNOWN = object()
+
+
+def _plan_call(method, names, tensors, extra, mirror, keep=None, rt=None, found=_UNKNOWN):
+    """The mirror call `mirror()` of `tensors` (named `names`, in the aten schema's order) under the
+    runtime `rt`, replayed from a launch plan when this signature has one. The checks run on a
+    signature's first call only: the key holds every tensor's device, so a later call with the key
+    would pass them too. `found`: `signature`'s answer, where the caller has it."""
+    if rt is None:
+        rt = runtime.get()
+    if found is _UNKNOWN:
+        found = signature(method, tensors, extra, names.index("input"))
+    if found is None:
         _check_devices(method, **dict(zip(names, tensors)))
-        with _guard(input.device), runtime.use(rt):
+        with _guard(tensors[names.index("input")].device), runtime.use(rt):
             return mirror()
+    key, ptrs = found
     plan = rt.plans.get(key)
     if plan is not None:  # the common case, looked up once
         return plan.replay(rt, ptrs, keep, tensors)
@@ -158,11 +173,17 @@ def fused_rms_norm(input, normalized_shape, weight=None, eps: float | None = Non
     return _fused_rms_norm(input, normalized_shape, weight, eps, rt=runtime_for(kernels))
 
 
-def _fused_rms_norm(input, normalized_shape, weight, eps, keep=None, rt=None):
-    """fused_rms_norm under runtime `rt` (None: the context's); keep: as _native_layer_norm's."""
+def _fused_rms_norm(input, normalized_shape, weight, eps, keep=None, rt=None, found=_UNKNOWN):
+    """fused_rms_norm under runtime `rt` (None: the context's); keep: as _native_layer_norm's;
+    found: `signature`'s answer for it, where the caller has it (rms_norm_signature)."""
     shape, eps = _as_shape(normalized_shape), None if eps is None else float(eps)
     return _plan_call("_fused_rms_norm", ("input", "weight"), (input, weight), (shape, _eps_key(eps)),
-                      lambda: _fused_rms_norm_cuda(input, shape, weight, eps), keep, rt)
+                      lambda: _fused_rms_norm_cuda(input, shape, weight, eps), keep, rt, found)
+
+
+def rms_norm_signature(input, shape: tuple, weight, eps):
+    """`signature` of a _fused_rms_norm call (eps already a float or None)."""
+    return signature("_fused_rms_norm", (input, weight), (shape, _eps_key(eps)))
 
 
 def _mask(output_mask, n: int) -> tuple[bool, ...]:

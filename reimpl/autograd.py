@@ -8,10 +8,15 @@ runtime, in whichever thread autograd calls it. Not twice differentiable: torch'
 double backward of LayerNorm is a composite of other ops, which this repository does not mirror.
 
 Host cost: torch's own norms have C++ autograd nodes; ours are Python ones, so every Python step
-between the user's call and the kernels is paid twice per training step. `apply` goes straight to
-the C++ Function machinery where functorch transforms are off (torch.autograd.Function.apply maps
-over the arguments first, for those transforms), and the backward skips `once_differentiable`'s
-no_grad block unless a graph of the backward is being built, where it keeps that decorator's error.
+between the user's call and the kernels is paid twice per training step. So a call is keyed once,
+by its forward's launch-plan key (reimpl/api.py), and every call with that key shares one
+`_Signature`: after the first, the forward replays its plan's compiled launches directly, and the
+backward replays the backward plan's, chosen by the few things about the incoming gradient and the
+fresh statistics that the forward's key cannot know (contiguity, address alignment) and by which
+inputs need a gradient. `apply` goes straight to the C++ Function machinery where functorch
+transforms are off (torch.autograd.Function.apply maps over the arguments first, for those
+transforms), and the backward skips `once_differentiable`'s no_grad block unless a graph of the
+backward is being built, where it keeps that decorator's error.
 """
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from . import api
+from .device import replay
 
 _transforms_active = torch._C._are_functorch_transforms_active
 
@@ -39,6 +45,73 @@ def _direct_apply(cls):
     return apply
 
 
+_SIGNATURE = "autograd"  # rt.plans holds each _Signature under (_SIGNATURE, the forward's plan key)
+
+
+class _Signature:
+    """What the differentiable calls with one forward plan key share: the normalized shape, eps and
+    runtime, and once the first has kept launch plans, their replays: `forward` (None: the full
+    path) and `backward`, one per (mask, incoming gradient's contiguity, each backward tensor's
+    address alignment), False where that call keeps no plan. `key`: the plan key, until `adopt`."""
+    __slots__ = ("shape", "eps", "rt", "forward", "backward", "stream", "key")
+
+    def __init__(self, shape: tuple, eps, rt, key=None):
+        self.shape, self.eps, self.rt, self.key = shape, eps, rt, key
+        self.forward, self.backward, self.stream = None, {}, rt.getCurrentCUDAStream
+
+    @staticmethod
+    def of(method: str, tensors: tuple, shape: tuple, eps, rt, found=api._UNKNOWN):
+        """(signature, addresses of `tensors`) of a differentiable call of `method`. The addresses are
+        None where the call runs in full: api.signature's reasons (the signature is then a fresh
+        one), and a signature's first call, whose plan `adopt` keeps afterwards. `found`:
+        api.signature's answer, where the caller has it."""
+        if found is api._UNKNOWN:
+            found = api.signature(method, tensors, (shape, api._eps_key(eps)))
+        if found is None:
+            return _Signature(shape, eps, rt), None
+        key, ptrs = found
+        sig = rt.plans.get((_SIGNATURE, key))
+        if sig is None:
+            return _Signature(shape, eps, rt, key), None
+        return sig, ptrs
+
+    def adopt(self) -> None:
+        """After a signature's first call: keep its plan's replay (if it has a plan) and the signature."""
+        key, self.key = self.key, None
+        plan = self.rt.plans.get(key)
+        if plan is not None:
+            self.forward = plan.replayer(self.rt)
+        if len(self.rt.plans) >= replay.MAX_PLANS:
+            self.rt.plans.clear()
+        self.rt.plans[(_SIGNATURE, key)] = self
+
+    def run_forward(self, ctx, inputs: tuple, ptrs, full):
+        """The forward's output (the plan's replay where there is one, else full()); ctx.stats: its
+        statistics, for the backward."""
+        if ptrs is None or self.forward is None:
+            out, *stats = full()
+        else:
+            out, *stats = self.forward(inputs, ptrs, self.stream())
+        ctx.sig, ctx.stats = self, stats
+        return out
+
+    def run_backward(self, method: str, tensors: tuple, mask: tuple, full):
+        """The backward op's outputs for `tensors` (its arguments in the aten schema's order, the
+        incoming gradient first) and `mask`: its plan's replay where this signature has one for
+        them, else full() (the api call), whose plan, if it keeps one, is kept for the next."""
+        ptrs = [0 if t is None else t.data_ptr() for t in tensors]
+        case = (mask, tensors[0].is_contiguous(), *[p & 63 for p in ptrs])
+        fn = self.backward.get(case)
+        if fn:
+            return fn(tensors, ptrs, self.stream())
+        out = full()
+        if fn is None:
+            found = api.signature(method, tensors, (self.shape, mask), 1)
+            plan = None if found is None else self.rt.plans.get(found[0])
+            self.backward[case] = False if plan is None else plan.replayer(self.rt)
+        return out
+
+
 def _once(backward):
     """`backward` as a Function's backward: as is when autograd runs it without building a graph
     (grad mode is off there), under once_differentiable when create_graph asks for one."""
@@ -51,19 +124,23 @@ def _once(backward):
 
 def _layer_norm_backward(ctx, grad_out):
     input, weight, bias = ctx.saved_tensors
-    needs = ctx.needs_input_grad
-    dX, dgamma, dbeta = api._native_layer_norm_backward(grad_out, input, ctx.normalized_shape, *ctx.stats, weight,
-                                                       bias, (needs[0], needs[2], needs[3]), ctx.runtime)
-    return dX, None, dgamma, dbeta, None, None
+    needs, sig, (mean, rstd) = ctx.needs_input_grad, ctx.sig, ctx.stats
+    mask = (needs[0], needs[1], needs[2])
+    dX, dgamma, dbeta = sig.run_backward(
+        "native_layer_norm_backward", (grad_out, input, mean, rstd, weight, bias), mask,
+        lambda: api._native_layer_norm_backward(grad_out, input, sig.shape, mean, rstd, weight, bias, mask, sig.rt))
+    return dX, dgamma, dbeta, None, None
 
 
 # mean and rstd are kept on ctx rather than saved: no one else holds them, so nothing can change
 # them in place, and a saved tensor costs a pack in the forward and an unpack in the backward
 class LayerNormFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, input, normalized_shape, weight, bias, eps, rt):
-        out, mean, rstd = api._native_layer_norm(input, normalized_shape, weight, bias, eps, rt=rt)  # after autocast
-        ctx.normalized_shape, ctx.runtime, ctx.stats = normalized_shape, rt, (mean, rstd)
+    def forward(ctx, input, weight, bias, sig, ptrs):
+        """Under sig's runtime, with sig's normalized shape and eps (input, weight and bias after
+        autocast); ptrs: the inputs' addresses, where sig has a plan to replay."""
+        out = sig.run_forward(ctx, (input, weight, bias), ptrs,
+                              lambda: api._native_layer_norm(input, sig.shape, weight, bias, sig.eps, rt=sig.rt))
         ctx.save_for_backward(input, weight, bias)
         return out
 
@@ -72,22 +149,42 @@ class LayerNormFunction(torch.autograd.Function):
 
 def _rms_norm_backward(ctx, grad_out):
     input, weight = ctx.saved_tensors
-    needs = ctx.needs_input_grad
-    dX, dgamma = api._fused_rms_norm_backward(grad_out, input, ctx.normalized_shape, ctx.rstd, weight,
-                                              (needs[0], needs[2]), ctx.runtime)
-    return dX, None, dgamma, None, None
+    needs, sig, (rstd,) = ctx.needs_input_grad, ctx.sig, ctx.stats
+    mask = (needs[0], needs[1])
+    dX, dgamma = sig.run_backward(
+        "_fused_rms_norm_backward", (grad_out, input, rstd, weight), mask,
+        lambda: api._fused_rms_norm_backward(grad_out, input, sig.shape, rstd, weight, mask, sig.rt))
+    return dX, dgamma, None, None
 
 
 class RMSNormFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, input, normalized_shape, weight, eps, rt):
-        out, rstd = api._fused_rms_norm(input, normalized_shape, weight, eps, rt=rt)
-        ctx.normalized_shape, ctx.runtime, ctx.rstd = normalized_shape, rt, rstd  # as LayerNorm's stats
-        ctx.save_for_backward(input, weight)
+    def forward(ctx, input, weight, sig, ptrs):
+        out = sig.run_forward(ctx, (input, weight), ptrs,
+                              lambda: api._fused_rms_norm(input, sig.shape, weight, sig.eps, rt=sig.rt))
+        ctx.save_for_backward(input, weight)  # rstd on ctx, as LayerNorm's statistics
         return out
 
     backward = _once(_rms_norm_backward)
 
 
-layer_norm = _direct_apply(LayerNormFunction)  # LayerNormFunction.apply(input, shape, weight, bias, eps, rt)
-rms_norm = _direct_apply(RMSNormFunction)      # RMSNormFunction.apply(input, shape, weight, eps, rt)
+_apply_layer_norm = _direct_apply(LayerNormFunction)
+_apply_rms_norm = _direct_apply(RMSNormFunction)
+
+
+def layer_norm(input, normalized_shape: tuple, weight, bias, eps: float, rt):
+    """LayerNormFunction's output for input, weight and bias (after autocast) under runtime rt."""
+    sig, ptrs = _Signature.of("native_layer_norm", (input, weight, bias), normalized_shape, eps, rt)
+    out = _apply_layer_norm(input, weight, bias, sig, ptrs)
+    if sig.key is not None:
+        sig.adopt()
+    return out
+
+
+def rms_norm(input, normalized_shape: tuple, weight, eps, rt, found=api._UNKNOWN):
+    """RMSNormFunction's output for input and weight under runtime rt (found: as _Signature.of's)."""
+    sig, ptrs = _Signature.of("_fused_rms_norm", (input, weight), normalized_shape, eps, rt, found)
+    out = _apply_rms_norm(input, weight, sig, ptrs)
+    if sig.key is not None:
+        sig.adopt()
+    return out

@@ -16,8 +16,8 @@ import torch
 
 from . import autograd as _autograd
 from . import ops
-from .api import (_as_shape, _check_devices, _fused_rms_norm, _native_layer_norm, autocast_fp32, check_kernels,
-                  runtime_for)
+from .api import (_UNKNOWN, _as_shape, _check_devices, _fused_rms_norm, _native_layer_norm, autocast_fp32,
+                  check_kernels, rms_norm_signature, runtime_for)
 from .mirror.input_checks import _check_rms_norm_inputs_symint
 
 _is_compiling = torch.compiler.is_compiling
@@ -79,9 +79,10 @@ def rms_norm(input, normalized_shape, weight=None, eps: float | None = None, *, 
     global _warned_mixed_dtype
     check_kernels(kernels)
     normalized_shape = _as_shape(normalized_shape)
-    route = _route_key(input, normalized_shape, weight)
+    eps = None if eps is None else float(eps)
+    route, found = _route_key(input, normalized_shape, weight, eps)
     if route is not None and route in _FUSED_ROUTES:  # checked before, and fused: go straight there
-        return _fused(input, normalized_shape, weight, eps, kernels)
+        return _fused(input, normalized_shape, weight, eps, kernels, found)
     _check_devices("_fused_rms_norm", input=input, weight=weight)  # the dispatcher's, before the op
     _check_rms_norm_inputs_symint(input, normalized_shape, weight)
 
@@ -102,35 +103,38 @@ def rms_norm(input, normalized_shape, weight=None, eps: float | None = None, *, 
         if len(_FUSED_ROUTES) >= 4096:
             _FUSED_ROUTES.clear()
         _FUSED_ROUTES.add(route)
-    return _fused(input, normalized_shape, weight, eps, kernels)
+    return _fused(input, normalized_shape, weight, eps, kernels, found)
 # --8<-- [end:rms_norm_symint]
 
 
-# Signatures whose checks passed and that took the fused kernel: everything rms_norm_symint's checks
-# and its choice of path read (shapes, strides, dtypes, devices; complex is a dtype), so a repeated
-# call skips them and pays the key's few queries instead. Differs from upstream, which checks every call.
+# Signatures whose checks passed and that took the fused kernel: the launch-plan key (shapes,
+# dtypes, devices, contiguity, alignment; complex is a dtype) and the input's strides, everything
+# rms_norm_symint's checks and its choice of path read, so a repeated call skips them and its key
+# serves the plan as well. Differs from upstream, which checks every call.
 _FUSED_ROUTES: set = set()
 
 
-def _route_key(input, normalized_shape, weight):
+def _route_key(input, normalized_shape, weight, eps):
+    """(route key or None, api.rms_norm_signature's answer or the unknown marker for the full path)."""
     if _is_compiling():  # symbolic sizes are not keys; tracing happens once anyway
-        return None
+        return None, _UNKNOWN
+    found = rms_norm_signature(input, normalized_shape, weight, eps)
+    if found is None:  # not plain tensors on the current device: the full path says why, or runs unplanned
+        return None, None
     try:
-        return (input.shape, input.stride(), input.dtype, input.get_device(), input.layout, normalized_shape,
-                None if weight is None else (weight.shape, weight.dtype, weight.get_device()))
+        return (found[0], input.stride(), input.layout), found
     except (AttributeError, TypeError, RuntimeError):  # not a strided tensor: the full path says why
-        return None
+        return None, None
 
 
-def _fused(input, normalized_shape, weight, eps, kernels):
+def _fused(input, normalized_shape, weight, eps, kernels, found=_UNKNOWN):
     """aten::rms_norm's fused path: _fused_rms_norm's out, with autograd where it is needed."""
-    eps = None if eps is None else float(eps)
     if _is_compiling():
         return ops.fused_rms_norm(input, normalized_shape, weight, eps, kernels)[0]
     rt = runtime_for(kernels)
     if _autograd.needs_grad(input, weight):
-        return _autograd.rms_norm(input, normalized_shape, weight, eps, rt)
-    return _fused_rms_norm(input, normalized_shape, weight, eps, keep=1, rt=rt)[0]
+        return _autograd.rms_norm(input, normalized_shape, weight, eps, rt, found)
+    return _fused_rms_norm(input, normalized_shape, weight, eps, keep=1, rt=rt, found=found)[0]
 
 
 def _channels_last(t) -> bool:

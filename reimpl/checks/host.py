@@ -100,13 +100,16 @@ def _params(f, x, w, b):
     return tuple(t for t in (x, w, b) if t is not None)
 
 
-def _time_round(run, setup, calls: int, kernels: str = "torch") -> float:
-    """Microseconds per call of one round of `calls` calls (setup, if any, made before the clock)."""
+def _time_round(run, setup, calls: int, kernels: str = "torch", wait: bool = False) -> float:
+    """Microseconds per call of one round of `calls` calls (setup, if any, made before the clock):
+    until the last call returns, or with `wait` until the GPU has finished them too."""
     with installed(kernels):
         state = setup() if setup is not None else None
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         run(state)
+        if wait:
+            torch.cuda.synchronize()
         t1 = time.perf_counter()
         torch.cuda.synchronize()
     return (t1 - t0) / calls * 1e6
@@ -196,8 +199,9 @@ def _aten_backward(op, kernels, M, N, dtype, calls):
 
 def step_us(op: str, M: int, N: int, dtype, kernels=KERNELS, api: str = "functional", steps: int = 20,
             rounds: int = 7) -> dict[str, float]:
-    """Median wall microseconds per forward+backward for each provider, `steps` back to back then
-    one synchronize, the providers taking turns round by round."""
+    """Median wall microseconds per forward+backward for each provider: `steps` back to back and one
+    synchronize inside the clock (so the slower of the host and the GPU sets the time), the
+    providers taking turns round by round."""
     runs = {}
     for k in kernels:
         x, w, b = _inputs(op, M, N, dtype, True)
@@ -214,7 +218,7 @@ def step_us(op: str, M: int, N: int, dtype, kernels=KERNELS, api: str = "functio
     times: dict[str, list] = {k: [] for k in kernels}
     for _ in range(rounds):
         for k, run in runs.items():
-            times[k].append(_time_round(run, None, steps, k))
+            times[k].append(_time_round(run, None, steps, k, wait=True))
     return {k: statistics.median(v) for k, v in times.items()}
 
 

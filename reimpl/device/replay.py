@@ -61,7 +61,7 @@ class Plan:
     """One signature's outputs and launches. `launches` hold (kernel, grid, block, shared, args) with
     grid and block as 3-tuples and each arg (True, i): the address of tensor i (inputs, then
     outputs), or (False, value): a constant."""
-    __slots__ = ("outputs", "launches", "_compiled", "_scratch_offsets", "_device", "_likes", "_n_inputs")
+    __slots__ = ("outputs", "launches", "_compiled", "_device", "_likes", "_n_inputs")
 
     def __init__(self, outputs: tuple, launches: tuple, n_inputs: int, likes: tuple | None = None):
         self.outputs = outputs    # per returned value: None, or (shape, dtype, device)
@@ -70,32 +70,42 @@ class Plan:
         # per returned value: the index of a contiguous input of its shape and dtype, or None
         self._likes = likes or (None,) * len(outputs)
         self._compiled: dict = {}  # keep -> the replay function, made on first use (see _compile)
-        # where each output would sit in a scratch buffer (256-byte aligned, as the allocator's blocks)
+        self._device = next((spec[2] for spec in outputs if spec is not None), None)
+
+    def spare(self, keep: int) -> tuple[tuple, int]:
+        """Where the outputs past the first `keep` sit in the scratch block a replay with `keep`
+        writes them to: (offset of each, in order), and the block's size; 256-byte aligned, as the
+        allocator's blocks are."""
         offsets, end = [], 0
-        for spec in outputs:
+        for spec in self.outputs[keep:]:
             offsets.append(end)
             if spec is not None:
                 end += -(-math.prod(spec[0]) * spec[1].itemsize // 256) * 256
-        self._scratch_offsets = (tuple(offsets), end)
-        self._device = next((spec[2] for spec in outputs if spec is not None), None)
+        return tuple(offsets), end
 
     def replay(self, rt, in_ptrs: list, keep: int | None, inputs: tuple):
         """The outputs of a call of `inputs` (tensors or None), which sit at `in_ptrs` (0 for None).
         With `keep`, only the first `keep` outputs are allocated and returned; the kernels write the
         others into a scratch buffer that no caller sees (a caller that drops them, such as
         F.layer_norm's mean and rstd)."""
+        return self.replayer(rt, keep)(inputs, in_ptrs, rt.getCurrentCUDAStream())
+
+    def replayer(self, rt, keep: int | None = None):
+        """`replay` as a function of (inputs, in_ptrs, stream), for a caller that keeps it (and the
+        stream's lookup) rather than ask the plan on every call."""
         fn = self._compiled.get(keep)
         if fn is None:
             fn = self._compiled[keep] = self._compile(rt, keep)
-        return fn(inputs, in_ptrs, rt.getCurrentCUDAStream())
+        return fn
 
     def _compile(self, rt, keep):
         """This plan as straight-line Python: allocate, take addresses, launch. A replay is the host
         cost of every repeated call, and a loop that reads the plan per argument costs several times
         more than the statements it stands for. An output shaped like a contiguous input is made
         with torch.empty_like of it (the key holds that input's contiguity), which costs the host
-        less than torch.empty."""
-        env = {"empty": torch.empty, "empty_like": torch.empty_like, "CF": _CONTIGUOUS, "scratch": scratch,
+        less than torch.empty; any other with torch.empty_like of a kept one-element tensor expanded
+        to its shape (stride 0, so empty_like makes it contiguous)."""
+        env = {"empty_like": torch.empty_like, "CF": _CONTIGUOUS, "scratch": scratch,
                "DEVICE": self._device}
         lines = ["def replay(inputs, in_ptrs, stream):"]
         kept = self.outputs if keep is None else self.outputs[:keep]
@@ -106,21 +116,23 @@ class Plan:
             like = self._likes[j]
             if like is not None:
                 lines.append(f"    o{j} = empty_like(inputs[{like}], memory_format=CF)")
-            else:
-                env[f"S{j}"], env[f"D{j}"], env[f"V{j}"] = spec
-                lines.append(f"    o{j} = empty(S{j}, dtype=D{j}, device=V{j})")
+            else:  # empty_like of one element seen through the output's shape: a contiguous tensor of
+                # that shape, for less host time than torch.empty's parsing of shape, dtype and device
+                shape, dtype, device = spec
+                env[f"T{j}"] = _one(dtype, device).view((1,) * len(shape)).expand(shape)
+                lines.append(f"    o{j} = empty_like(T{j}, memory_format=CF)")
             lines.append(f"    p{j} = o{j}.data_ptr()")
-        offsets, size = self._scratch_offsets
         if len(kept) < len(self.outputs):
+            offsets, size = self.spare(len(kept))
             lines.append(f"    base = scratch(DEVICE, stream, {size})")
 
         def address(i: int) -> str:
             if i < self._n_inputs:
                 return f"in_ptrs[{i}]"
             j = i - self._n_inputs
-            return f"p{j}" if j < len(kept) else f"base + {offsets[j]}"
+            return f"p{j}" if j < len(kept) else f"base + {offsets[j - len(kept)]}"
         for k, (kernel, grid, block, shared, args) in enumerate(self.launches):
-            env[f"L{k}"], env[f"G{k}"], env[f"B{k}"] = rt.bind(kernel), grid, block
+            env[f"L{k}"] = rt.bind(kernel, grid, block, int(shared))
             exprs = []
             for a, (is_ptr, v) in enumerate(args):
                 if is_ptr == "scratch":  # a temporary of v bytes on the replay's stream
@@ -130,11 +142,21 @@ class Plan:
                 else:
                     env[f"C{k}_{a}"] = v
                     exprs.append(f"C{k}_{a}")
-            lines.append(f"    L{k}(G{k}, B{k}, {int(shared)}, stream, {', '.join(exprs)})")
+            lines.append(f"    L{k}(stream, {', '.join(exprs)})")
         lines.append(f"    return ({''.join(f'o{j}, ' for j in range(len(kept)))})")
         namespace: dict = {}
         exec(compile("\n".join(lines), f"<launch plan of {len(self.launches)} launch{'' if len(self.launches) == 1 else 'es'}>", "exec"), env, namespace)
         return namespace["replay"]
+
+
+_ONES: dict = {}  # (dtype, device) -> a tensor of one element, made once
+
+
+def _one(dtype, device):
+    one = _ONES.get((dtype, device))
+    if one is None:
+        one = _ONES[(dtype, device)] = torch.empty(1, dtype=dtype, device=device)
+    return one
 
 
 _SCRATCH: dict = {}  # (device, stream) -> the buffers made for it, the largest last

@@ -80,9 +80,9 @@ class RecordingRuntime:
     def warp_size(self) -> int:
         return self.properties["warpSize"]
 
-    def bind(self, kernel):
-        """A launcher of `kernel`: (grid, block, shared, stream, *args), as launch() takes them."""
-        return functools.partial(self.launch, kernel)
+    def bind(self, kernel, grid, block, shared: int):
+        """A launcher of `kernel` on `grid` and `block` with `shared` bytes: (stream, *args)."""
+        return functools.partial(self.launch, kernel, grid, block, shared)
 
     def launch(self, kernel, grid, block, shared: int, stream: int, *args) -> None:
         _pack(kernel, args)  # same argument checks as a real launch
@@ -158,6 +158,26 @@ class _DriverLaunch:
         argv_addr = self._packed(args)
         self._launch(self._fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                      shared, stream, argv_addr, 0)
+
+    def launcher(self, grid, block, shared: int, rt, device: int, counts: list, slot: int, slow):
+        """A plan's launcher (TorchCupyRuntime.bind): (stream, *args), with the configuration fixed
+        and everything __call__ does written out in one function, since a replay pays each Python
+        call. It adds one to counts[slot], and hands the launch to `slow` while `rt` records live
+        launches or this thread has not made `device`'s context current."""
+        launch, fn, pack, local, make = self._launch, self._fn, self._layout.pack_into, self._local, self._block
+        (g0, g1, g2), (b0, b1, b2), thread = grid, block, rt._thread
+
+        def run(stream, *args):
+            counts[slot] += 1
+            if rt.record is not None or device not in getattr(thread, "ready", ()):
+                return slow(stream, *args)
+            try:
+                buf, _argv, argv_addr = local.v
+            except AttributeError:
+                buf, _argv, argv_addr = make()
+            pack(buf, 0, *args)
+            launch(fn, g0, g1, g2, b0, b1, b2, shared, stream, argv_addr, 0)
+        return run
 
     def cooperative(self, grid, block, shared: int, stream: int, args) -> None:
         """cuLaunchCooperativeKernel: every block of the grid resident at once, or an error."""
@@ -237,6 +257,7 @@ class TorchCupyRuntime:
         self.record: list[Launch] | None = None  # set to a list to also record live launches
         self.compile_extra: tuple[str, ...] = ()  # NVRTC options beyond torch's (gpu_trace adds its switch)
         self.plans: dict = {}  # launch plans (reimpl/device/replay.py)
+        self.launch_counts = [0] * 8  # replayed launches by `counter` slot; slot 0: those nobody asks about
 
     def use_compile_options(self, options: tuple[str, ...]) -> None:
         """NVRTC options beyond torch's for every source from the next launch on: the modules loaded so
@@ -358,27 +379,32 @@ class TorchCupyRuntime:
         cupy.cuda.runtime.setDevice(device)
         ready.add(device)
 
-    def bind(self, kernel):
-        """A launcher of `kernel` on the current device: (grid, block, shared, stream, *args) with grid
-        and block as 3-tuples. In driver mode it calls the function found once, here; it goes through
-        launch() while launches are recorded, in a thread whose context is not yet current, and in
-        any subclass that changes launch() unless it says its launch() passes an already chosen
-        kernel on unchanged (`binds_directly`)."""
+    def counter(self, kernel) -> int:
+        """The slot of launch_counts that each replayed launch of `kernel` adds one to: 0 here; a
+        runtime that counts its own kernels' launches says which (reimpl.fast's)."""
+        return 0
+
+    def bind(self, kernel, grid, block, shared: int):
+        """A plan's launcher of `kernel` on `grid` and `block` (3-tuples) with `shared` bytes, on the
+        current device: (stream, *args). In driver mode it calls the function found once, here; it
+        goes through launch() while launches are recorded, in a thread whose context is not yet
+        current, and in any subclass that changes launch() unless it says its launch() passes an
+        already chosen kernel on unchanged (`binds_directly`). Each call adds one to
+        launch_counts[counter(kernel)]."""
+        counts, slot = self.launch_counts, self.counter(kernel)
+        slow = functools.partial(self.launch, kernel, grid, block, shared)
         direct = type(self).launch is TorchCupyRuntime.launch or type(self).binds_directly
         if not direct or self.launch_mode != "driver":
-            return functools.partial(self.launch, kernel)
+            def launch(stream, *args):
+                counts[slot] += 1
+                slow(stream, *args)
+            return launch
         device = self._get_device()
         if device not in getattr(self._thread, "ready", ()):
             self._ensure_context(device)
         st = self._devices.get(device)
         fn = (st.functions.get(kernel) if st is not None else None) or self._function(device, kernel)
-        thread, slow = self._thread, functools.partial(self.launch, kernel)
-
-        def launch(grid, block, shared, stream, *args):
-            if self.record is not None or device not in getattr(thread, "ready", ()):
-                return slow(grid, block, shared, stream, *args)
-            fn(grid, block, shared, stream, args)
-        return launch
+        return fn.launcher(grid, block, shared, self, device, counts, slot, slow)
 
     def launch(self, kernel, grid, block, shared: int, stream: int, *args) -> None:
         fn = self._current_function(kernel)

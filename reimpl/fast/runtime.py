@@ -50,7 +50,6 @@ def swap(kernel, grid, block, shared: int, args: tuple, sms: int, chains=None,
 
 FORWARD_TEMPLATES = (forward.TEMPLATE, forward.WARP_TEMPLATE, forward.GROUP_TEMPLATE, forward.STREAM_TEMPLATE)
 GRAD_TEMPLATES = (grad_input.TEMPLATE, grad_input.WARP_TEMPLATE, backward.FUSED_TEMPLATE)
-COUNTED = FORWARD_TEMPLATES + GRAD_TEMPLATES + (backward.FINISH_TEMPLATE, backward.CHAINS_TEMPLATE)
 
 
 class FastRuntime(runtime.TorchCupyRuntime):
@@ -61,11 +60,13 @@ class FastRuntime(runtime.TorchCupyRuntime):
     def __init__(self):
         super().__init__()
         self._pending = threading.local()  # per host thread: the fused launch whose chains await their finish
-        self.fast_launches = 0  # forward
-        self.fast_grad_launches = 0  # dX (the fused backward kernel included)
-        self.fused_launches = 0  # the fused backward kernel
-        self.finish_launches = 0  # the chains' finish (after the fused or the chains kernel)
-        self.chains_launches = 0  # the chains kernel, in place of torch's GammaBeta
+
+    # launches of our kernels, replays included: launch_counts' slots (counter)
+    fast_launches = property(lambda self: self.launch_counts[1])  # forward
+    fast_grad_launches = property(lambda self: self.launch_counts[2] + self.launch_counts[3])  # dX, fused included
+    fused_launches = property(lambda self: self.launch_counts[3])  # the fused backward kernel
+    finish_launches = property(lambda self: self.launch_counts[4])  # the chains' finish (after either kernel)
+    chains_launches = property(lambda self: self.launch_counts[5])  # the chains kernel, in place of GammaBeta
 
     def resolve(self, kernel, grid, block, shared: int, args: tuple) -> list:
         """The launches made in place of one the host code asked for, on the current device: `swap`'s
@@ -99,32 +100,21 @@ class FastRuntime(runtime.TorchCupyRuntime):
             self.allow_shared(fast[0], fast[3])
         return [fast]
 
+    def counter(self, kernel) -> int:
+        """1 forward, 2 dX, 3 the fused backward kernel, 4 the finish, 5 the chains kernel; 0 torch's."""
+        template = kernel.template
+        if template in FORWARD_TEMPLATES:
+            return 1
+        if template in GRAD_TEMPLATES:
+            return 3 if template is backward.FUSED_TEMPLATE else 2
+        return 4 if template is backward.FINISH_TEMPLATE else 5 if template is backward.CHAINS_TEMPLATE else 0
+
     def _count(self, kernel) -> None:
-        if kernel.template in FORWARD_TEMPLATES:
-            self.fast_launches += 1
-        elif kernel.template in GRAD_TEMPLATES:
-            self.fast_grad_launches += 1
-            self.fused_launches += kernel.template is backward.FUSED_TEMPLATE
-        elif kernel.template is backward.FINISH_TEMPLATE:
-            self.finish_launches += 1
-        elif kernel.template is backward.CHAINS_TEMPLATE:
-            self.chains_launches += 1
+        self.launch_counts[self.counter(kernel)] += 1
 
     def launch(self, kernel, grid, block, shared: int, stream: int, *args) -> None:
         for kernel, grid, block, shared, args in self.resolve(kernel, grid, block, shared, args):
             super().launch(kernel, grid, block, shared, stream, *args)
-
-    def bind(self, kernel):
-        """A plan's launcher: its kernel is already the chosen one. Ours count each replay."""
-        fn = super().bind(kernel)
-        if kernel.template not in COUNTED:
-            return fn
-        count = self._count
-
-        def launch(grid, block, shared, stream, *args):
-            count(kernel)
-            fn(grid, block, shared, stream, *args)
-        return launch
 
 
 # The process-wide FastRuntime (its kernels are loaded once per device).

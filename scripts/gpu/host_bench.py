@@ -83,8 +83,8 @@ def main(out_path, quick=False):
                         "taking turns round by round, the GPU idle "
                         "enough to keep up; backward cells time "
                         "torch.autograd.grad on graphs built before the round; steps: forward+backward "
-                        "through autograd, 20 back to back then one synchronize, median of 7 rounds taken in "
-                        "turns",
+                        "through autograd, 20 back to back and a synchronize inside the clock (the slower of "
+                        "the host and the GPU sets the time), median of 7 rounds taken in turns",
               "rows": rows(calls, rounds)}
     result["cprofile_fast_forward_backward"] = profile()
     result["steps"] = steps(quick)
