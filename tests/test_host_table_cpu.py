@@ -85,33 +85,65 @@ def _number_after(text: str, phrase: str) -> float:
 
 def test_the_guides_claims_hold_for_the_committed_record():
     """training.md says: the fast call costs the host about what the mirror's costs, and running the
-    host mirror in full 1.4 to 3.8 times as much; installed in torch, a forward that builds a graph costs a few percent less than through our
-    Function, a forward+backward about the same, a forward without a graph more than through reimpl;
-    the backward call costs well over the direct call in autograd's thread, whichever node calls it;
-    an autograd Function that launches nothing costs most of torch's whole LayerNorm step; a fast
-    step on 32-128 MB tensors takes about the small shape's host forward+backward and is slower than
-    torch's on every row, either way in."""
+    host mirror in full 1.5 to 5.7 times as much; what is over the limit is the forward that records
+    a graph; installed in torch, every call without a graph and every backward costs more than
+    through reimpl, a forward that records a graph a few percent less; the backward call costs more
+    in autograd's thread than on the calling thread, whichever node calls it; an autograd Function
+    that launches nothing costs most of torch's whole LayerNorm step; our kernels take 0.40 to 0.77
+    of torch's GPU time per step and our host is the slower side on every row; the fast step is the
+    faster one on every 65536 x 768 LayerNorm row and the slower one only where torch's GPU time is
+    short."""
     d = host_table.load()
     page = (ROOT / "docs/guide/training.md").read_text()
     cells = host_table.cells(d)
     assert all(0.8 < c["fast"] / c["mirror"] < 1.2 for c in cells.values())
     lo, hi = host_table.plans_saving(d)
     assert f"makes the fast call {lo:.1f} to {hi:.1f} times" in page
+    assert {key[2] for key in host_table.over_limit(d)} <= {"forward, grad"}
     for key, c in cells.items():
         if key[2] == "forward, grad":
             assert 0.85 < c["fast_in_torch"] / c["fast"] < 1.0, key
-        if key[2] == "forward+backward":
-            assert 0.95 < c["fast_in_torch"] / c["fast"] < 1.05, key
-        if key[2] == "forward":
+        if key[2] in ("forward", "backward"):
             assert c["fast_in_torch"] > c["fast"], key
     p = d["probe"]
     for who in ("fast", "fast_in_torch"):
-        assert p[who]["inside api backward call"] > 1.5 * p["floor"]["fast: backward kernels call"]
+        assert p[who]["inside api backward call"] > 1.2 * p["floor"]["fast: backward kernels call"]
     assert p["floor"]["python Function, forward+backward"] > 0.5 * p["torch"]["forward+backward"]
-    small = cells[("layer_norm", "functional", "forward+backward")]["fast"]
-    assert all(0.6 * small < r["fast"] < 1.5 * small for r in d["steps"])
-    assert all(r["fast"] > r["torch"] and r["fast_in_torch"] > r["torch"] for r in d["steps"])
-    assert "slower\nthan torch's on every row below, either way in" in page
+    facts = host_table.split_facts(host_table.load_split())
+    lo, hi = facts["gpu_ratio"]
+    assert f"Our kernels take {lo:.2f} to {hi:.2f} of torch's GPU time on every row" in page
+    assert facts["fast_host_bound"]
+    steps = {(r["op"], r["dtype"], r["M"], r["N"]): r for r in d["steps"]}
+    assert all(r["fast"] < r["torch"] for k, r in steps.items() if k[0] == "layer_norm" and k[2:] == (65536, 768))
+    split = {(r["op"], r["dtype"], r["M"], r["N"], r["kernels"]): r for r in host_table.load_split()["rows"]}
+    for (op, dt, M, N, k), r in split.items():
+        if k == "torch":  # slower where torch's kernels take less than our host, faster where more
+            ours = split[(op, dt, M, N, "fast")]
+            assert (ours["wall_us"] > r["wall_us"]) == (r["gpu_kernels_us"] < ours["host_us"]), (op, dt, M, N)
+
+
+def test_the_readme_quotes_the_committed_host_records():
+    """README's host-cost figures are the records' (ratios as the README rounds them)."""
+    d = host_table.load()
+    readme = (ROOT / "README.md").read_text()
+    cells = host_table.cells(d).values()
+
+    def span(values) -> str:
+        return f"{min(values):.2f}-{max(values):.2f}×"
+    assert f"mirror costs ({span([c['fast'] / c['mirror'] for c in cells])})" in readme
+    grad = [c for k, c in host_table.cells(d).items() if k[2] == "forward, grad"]
+    rest = [c for k, c in host_table.cells(d).items() if k[2] != "forward, grad"]
+    assert f"{span([c['fast'] / c['torch'] for c in rest])} through reimpl" in readme
+    assert f"records a graph ({span([c['fast'] / c['torch'] for c in grad])})" in readme
+    assert f"{span([c['fast_in_torch'] / c['torch'] for c in cells])} installed in torch" in readme
+    steps = d["steps"]
+    wins = [r for r in steps if r["fast"] < r["torch"]]
+    assert f"faster one on {len(wins)} of {len(steps)} rows" in readme
+    assert {(r["M"], r["N"]) for r in wins if r["dtype"] != "fp32"} == {(65536, 768)}
+    assert all(r["N"] >= 4096 or r["M"] == 65536 for r in wins if r["dtype"] == "fp32")
+    assert all(r in wins for r in steps if r["dtype"] == "fp32" and r["N"] >= 4096)
+    lo, hi = host_table.split_facts(host_table.load_split())["gpu_ratio"]
+    assert f"our kernels take {lo:.2f}-{hi:.2f} of torch's GPU" in readme.replace("\n  ", " ")
 
 
 def test_over_limit_counts_the_cells_in_bold():

@@ -102,6 +102,53 @@ def host_steps(d: dict | None) -> str:
     return "\n".join(rows) + "\n"
 
 
+def host_steps_summary(d: dict | None) -> str:
+    """Where the fast step beats torch's and where it loses, with the ratios, from the step rows."""
+    if d is None:
+        return MISSING
+    rows = d["steps"]
+    ratio = {(r["op"], r["dtype"], r["M"], r["N"]): r["fast"] / r["torch"] for r in rows}
+    wins = sorted(v for v in ratio.values() if v < 1)
+    losses = sorted(v for v in ratio.values() if v >= 1)
+    lost_16 = [k for k, v in ratio.items() if v >= 1 and k[1] != "fp32"]
+    text = f"The fast step is faster than torch's on {len(wins)} of the {len(rows)} rows"
+    if wins:
+        text += f", taking {wins[0]:.2f} to {wins[-1]:.2f} of its time"
+    if losses:
+        text += (f", and slower on {len(losses)} ({losses[0]:.2f} to {losses[-1]:.2f} times torch's), "
+                 f"{len(lost_16)} of them in 16-bit")
+    return f"{text} ({_stamp(d)}).\n"
+
+
+def load_split(path: Path = RESULTS / "step_split.json") -> dict | None:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def step_split(d: dict | None) -> str:
+    """Host, wall and GPU kernel time per step for torch's and the fast step (scripts/gpu/step_split.py)."""
+    if d is None:
+        return "*Not measured yet: run `python scripts/gpu/step_split.py results/step_split.json` on a GPU.*\n"
+    by = {(r["op"], r["dtype"], r["M"], r["N"], r["kernels"]): r for r in d["rows"]}
+    rows = [f"*µs per forward+backward step. Method: {d['method']}. {_stamp(d)}.*", "",
+            "| op, dtype | M×N | torch: host | torch: GPU kernels | torch: step | fast: host | fast: GPU kernels "
+            "| fast: step |", "|---|---|--:|--:|--:|--:|--:|--:|"]
+    for (op, dt, M, N, k), r in by.items():
+        if k == "torch":
+            f = by[(op, dt, M, N, "fast")]
+            rows.append(f"| {OPS[op]}, {dt} | {M}×{N} | {r['host_us']:.0f} | {r['gpu_kernels_us']:.0f} "
+                        f"| {r['wall_us']:.0f} | {f['host_us']:.0f} | {f['gpu_kernels_us']:.0f} | {f['wall_us']:.0f} |")
+    return "\n".join(rows) + "\n"
+
+
+def split_facts(d: dict) -> dict:
+    """What the split shows: our kernels' GPU time over torch's (least, most), and whether our host
+    time exceeds our GPU time on every row (the step waits on the host)."""
+    by = {(r["op"], r["dtype"], r["M"], r["N"], r["kernels"]): r for r in d["rows"]}
+    gpu = [by[(*k[:4], "fast")]["gpu_kernels_us"] / r["gpu_kernels_us"] for k, r in by.items() if k[4] == "torch"]
+    host_bound = all(r["host_us"] > r["gpu_kernels_us"] for k, r in by.items() if k[4] == "fast")
+    return {"gpu_ratio": (min(gpu), max(gpu)), "fast_host_bound": host_bound}
+
+
 PARTS = (  # (probe section, key, what the row is)
     ("floor", "python Function, forward+backward", "an autograd Function that launches nothing: forward and "
                                                     "torch.autograd.grad"),

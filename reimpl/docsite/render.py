@@ -27,6 +27,7 @@
     {% releases_what_you_get %}, {% large_tensor %}   the torch release matrix, the host dispatch read from
                              newer copies, inputs past 2^32 elements (reimpl/docsite/releases_table.py)
     {% host_overhead OP %}, {% host_over %}, {% host_profile %}, {% host_parts %}, {% host_steps %},
+    {% host_steps_summary %}, {% step_split %},
     {% training_step %}, {% compiled_step %}, {% compiled_profile %}
                              host time per call, where it goes, forward+backward steps, and a whole
                              model's training step (reimpl/docsite/host_table.py)
@@ -92,6 +93,10 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return host_table.compiled_profile()
         if kind == "host_steps" and not arg:
             return host_table.host_steps(host_table.load())
+        if kind == "host_steps_summary" and not arg:
+            return host_table.host_steps_summary(host_table.load())
+        if kind == "step_split" and not arg:
+            return host_table.step_split(host_table.load_split())
         if kind == "symbol_index" and not arg:
             return symbol_index(m, page)
         if kind == "layers" and not arg:
