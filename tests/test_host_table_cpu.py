@@ -122,6 +122,19 @@ def test_the_guides_claims_hold_for_the_committed_record():
             assert (ours["wall_us"] > r["wall_us"]) == (r["gpu_kernels_us"] < ours["host_us"]), (op, dt, M, N)
 
 
+def test_the_autograd_profile_says_what_the_guide_says():
+    """training.md: through autograd, allocating and launching take the most of what is not torch's
+    autograd, and our own Python route less than either."""
+    page = (ROOT / "docs/guide/training.md").read_text()
+    assert "allocating and launching take the\nmost, and our own Python route" in page
+    table = host_table.host_profile(host_table.load(), "autograd")
+    us = {line.split("|")[1].strip().split(" ")[0]: float(line.split("|")[2])
+          for line in table.splitlines() if line.startswith("| ") and not line.startswith("| stage")}
+    rest = {k: v for k, v in us.items() if k != "torch's"}
+    assert sorted(rest, key=rest.get)[-2:] in (["launch", "allocation"], ["allocation", "launch"])
+    assert rest["our"] < min(rest["launch"], rest["allocation"])
+
+
 def test_the_readme_quotes_the_committed_host_records():
     """README's host-cost figures are the records' (ratios as the README rounds them)."""
     d = host_table.load()

@@ -195,10 +195,11 @@ STAGES = (
 
 def _where(location: str) -> str:
     """A profile row's function without the machine's path: reimpl/api.py:80(_plan_call) stays
-    'reimpl/api.py (_plan_call)'; built-ins keep their name."""
-    m = re.search(r"(reimpl/[\w/]+\.py):\d+\((\w+)\)", location)
-    if m:
-        return f"{m.group(1)} (`{m.group(2)}`)"
+    'reimpl/api.py (_plan_call)', torch's files likewise from torch/ on; built-ins keep their name."""
+    m = re.search(r"((?:reimpl|torch)/[\w/]+\.py):\d+\((\w+)\)", location)
+    if m:  # a path with underscores in code quotes, so that Markdown keeps them
+        path = f"`{m.group(1)}`" if "_" in m.group(1) else m.group(1)
+        return f"{path} (`{m.group(2)}`)"
     m = re.search(r"<(launch plan[^>]*)>:\d+\((\w+)\)", location)
     if m:
         return f"`{m.group(2)}` (generated: {m.group(1).replace('of 1 launches', 'of 1 launch')})"
@@ -207,23 +208,41 @@ def _where(location: str) -> str:
     return f"{m.group(2).replace('torch._C.TensorBase', 'Tensor')}.{m.group(1)}" if m else name
 
 
-def host_profile(d: dict | None) -> str:
-    """The cProfile of the fast forward and backward kernel calls as a table by stage: own time
-    per forward+backward in each, and the functions it holds (machine paths dropped)."""
-    if d is None:
+# the autograd path's profile has torch's own share first
+AUTOGRAD_STAGES = (("torch's autograd: the engine, its thread hand-off, torch.autograd.grad, Function.apply",
+                    ("_EngineBase", "torch/autograd/", "symbolic_shapes", "overrides.py", "isinstance",
+                     "built-in method apply")),) + STAGES[:-1] + (
+    ("our Python route: the public API, the plan key, the autograd signature", ("api.py", "functional.py",
+                                                                                "autograd.py")),)
+
+
+def host_profile(d: dict | None, which: str = "") -> str:
+    """A cProfile as a table by stage: own time per forward+backward in each, and the functions it
+    holds (machine paths dropped). which="": the fast forward and backward kernel calls (no
+    autograd); "autograd": a forward+backward through autograd (the probe's, all threads)."""
+    if d is None or (which and "probe" not in d):
         return MISSING
-    rows = [m.groups() for line in d["cprofile_fast_forward_backward"].splitlines() if (m := _ROW.match(line))]
-    calls = max(int(n) for n, _, _, loc in rows if "_native_layer_norm" in loc and "api.py" in loc)
-    stages: dict[str, list] = {name: [] for name, _ in STAGES}
+    if which:
+        text, stages_of = d["probe"]["cprofile fast backward in autograd's thread"], AUTOGRAD_STAGES
+        unit, what = "step", "forward+backward steps through autograd (reimpl.layer_norm, torch.autograd.grad)"
+    else:
+        text, stages_of = d["cprofile_fast_forward_backward"], STAGES
+        unit, what = "pair", "pairs of kernel calls"
+    rows = [m.groups() for line in text.splitlines() if (m := _ROW.match(line))]
+    key = "functional.py" if which else "_native_layer_norm"
+    calls = max(int(n) for n, _, _, loc in rows if key in loc and ("api.py" in loc or which))
+    stages: dict[str, list] = {name: [] for name, _ in stages_of}
     stages["other"] = []
     for n, tottime, _, loc in rows:
-        stage = next((name for name, keys in STAGES if any(k in loc for k in keys)), "other")
+        stage = next((name for name, keys in stages_of if any(k in loc for k in keys)), "other")
         stages[stage].append((float(tottime), _where(loc)))
     M, N = d["shape"]
-    out = [f"*Own time in µs per forward+backward pair of `reimpl.fast` kernel calls (no autograd), by stage, with "
-           f"the functions each holds. Method: cProfile of {calls} pairs at {M} x {N} {d['dtype']}, its 20 costliest "
-           f"functions, own time only (the profiler inflates every entry). {_stamp(d)}.*\n",
-           "| stage | µs per pair | functions |", "|---|---:|---|"]
+    lead = ("forward+backward step through autograd" if which
+            else "forward+backward pair of `reimpl.fast` kernel calls (no autograd)")
+    out = [f"*Own time in µs per {lead}, by stage, with the functions each holds. Method: cProfile of {calls} "
+           f"{what} at {M} x {N} {d['dtype']}, its {len(rows)} costliest functions, own time only (the profiler "
+           f"inflates every entry). {_stamp(d)}.*\n",
+           f"| stage | µs per {unit} | functions |", "|---|---:|---|"]
     for name, items in stages.items():
         if items:
             us = sum(t for t, _ in items) * 1e6 / calls

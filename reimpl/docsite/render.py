@@ -26,7 +26,7 @@
     {% releases %}, {% releases_gpu %}, {% releases_copies %}, {% releases_host %}, {% releases_host_changes %},
     {% releases_what_you_get %}, {% large_tensor %}   the torch release matrix, the host dispatch read from
                              newer copies, inputs past 2^32 elements (reimpl/docsite/releases_table.py)
-    {% host_overhead OP %}, {% host_over %}, {% host_profile %}, {% host_parts %}, {% host_steps %},
+    {% host_overhead OP %}, {% host_over %}, {% host_profile [autograd] %}, {% host_parts %}, {% host_steps %},
     {% host_steps_summary %}, {% step_split %},
     {% training_step %}, {% compiled_step %}, {% compiled_profile %}
                              host time per call, where it goes, forward+backward steps, and a whole
@@ -79,8 +79,8 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return numerics_example()
         if kind == "host_overhead" and arg in host_table.OPS:
             return host_table.host_table(host_table.load(), arg)
-        if kind == "host_profile" and not arg:
-            return host_table.host_profile(host_table.load())
+        if kind == "host_profile" and arg in (None, "autograd"):
+            return host_table.host_profile(host_table.load(), arg or "")
         if kind == "host_parts" and not arg:
             return host_table.host_parts(host_table.load())
         if kind == "host_over" and not arg:
