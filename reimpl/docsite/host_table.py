@@ -23,6 +23,13 @@ def load(path: Path = RESULTS / "host_overhead.json") -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def _method(d: dict, part: str) -> str:
+    """The record's method for the per-call matrix ("calls") or for the steps ("steps"): host_bench
+    writes both in one string, the steps' after "; steps: "."""
+    calls, _, steps = d["method"].partition("; steps: ")
+    return calls if part == "calls" else f"steps: {steps}"
+
+
 def _stamp(d: dict) -> str:
     return f"{d['device']}, torch {d['torch']}, CUDA {d['cuda']}, {d['date']}"
 
@@ -70,7 +77,7 @@ def host_table(d: dict | None, op: str) -> str:
             f"own call with each installed as aten's kernels (reimpl.in_torch); ratios over {LIMIT} in bold. Calls: "
             f"functional is "
             f"{CALLS[(op, 'functional')]}, module is {CALLS[(op, 'module')]}, aten op is {CALLS[(op, 'aten')]}. "
-            f"Method: {d['method']}. {_stamp(d)}.*", "",
+            f"Method: {_method(d, 'calls')}. {_stamp(d)}.*", "",
             "| call: pass | " + " | ".join(PROVIDERS.values()) + " | fast / torch | in torch: fast / torch |",
             "|---|" + "--:|" * (len(PROVIDERS) + 2)]
     for (o, api, pass_), c in cells(d).items():
@@ -92,7 +99,7 @@ def host_steps(d: dict | None) -> str:
     if d is None:
         return MISSING
     rows = [f"*Forward+backward through autograd (functional call), µs per step, steps back to back: the "
-            f"slower of host and GPU sets the pace. Method: {d['method']}. {_stamp(d)}.*", "",
+            f"slower of host and GPU sets the pace. Method: {_method(d, 'steps')}. {_stamp(d)}.*", "",
             "| op, dtype | M×N | torch | mirror | fast | in torch: fast | fast / torch | in torch: fast / torch |",
             "|---|---|--:|--:|--:|--:|--:|--:|"]
     for r in d["steps"]:
@@ -129,9 +136,11 @@ def step_split(d: dict | None) -> str:
     if d is None:
         return "*Not measured yet: run `python scripts/gpu/step_split.py results/step_split.json` on a GPU.*\n"
     by = {(r["op"], r["dtype"], r["M"], r["N"], r["kernels"]): r for r in d["rows"]}
-    rows = [f"*µs per forward+backward step. Method: {d['method']}. {_stamp(d)}.*", "",
-            "| op, dtype | M×N | torch: host | torch: GPU kernels | torch: step | fast: host | fast: GPU kernels "
-            "| fast: step |", "|---|---|--:|--:|--:|--:|--:|--:|"]
+    rows = [f"*µs per forward+backward step, each column's time over the round divided by its steps: host until "
+            f"the last call returns, GPU kernels from the profiler, wall until the GPU has finished (the step's time). "
+            f"Method: {d['method']}. {_stamp(d)}.*", "",
+            "| op, dtype | M×N | torch: host | torch: GPU kernels | torch: wall | fast: host | fast: GPU kernels "
+            "| fast: wall |", "|---|---|--:|--:|--:|--:|--:|--:|"]
     for (op, dt, M, N, k), r in by.items():
         if k == "torch":
             f = by[(op, dt, M, N, "fast")]
