@@ -150,6 +150,91 @@ def four_rows_band() -> tuple[int, int, str]:
     return ahead("layer_norm"), len(band), (f"all {rms}" if rms == len(band) else f"{rms} of {len(band)}")
 
 
+def rows_outside_band() -> tuple:
+    """Outside the four-row band each choice is ahead at some M, for each op (the page: "neither
+    choice wins throughout")."""
+    d = load("fast_rows_sweep.json")
+    cell = {(r["dtype"], r["M"], r["kernel"]): r["pct_copy"] for r in d["rows"]}
+    outside = [(dt, M) for dt, M, k in cell if k == "copy" and not 16 <= M / d["sms"] <= 48]
+    for op in ("layer_norm", "rms_norm"):
+        four = [cell[(dt, M, f"{op} rows=4")] > cell[(dt, M, f"{op} rows=2")] for dt, M in outside]
+        assert any(four) and not all(four), op
+    return ()
+
+
+def _knobs(part: str) -> dict:
+    from reimpl.docsite import forward_probe_tables as P
+    return P.cells(load("fast_forward_probe.json"), part)
+
+
+def _behind(c: dict, kernel: str) -> float:
+    """Points of copy `kernel` is behind the best variant of a probe cell."""
+    return max(v for k, v in c.items() if k not in ("torch", "copy")) - c[kernel]
+
+
+def stream_knobs() -> tuple:
+    from reimpl.fast import forward as F
+    chosen = f"stream_U{F.STREAM_CHUNK}_B{F.STREAM_BLOCKS}"
+    behind = [_behind(c, chosen) for c in _knobs("stream").values()]
+    return (sum(b == 0 for b in behind), len(behind), sum(b <= 2 for b in behind), pct(max(behind)))
+
+
+def group_knobs() -> tuple:
+    from reimpl.fast import forward as F
+    chosen = f"group_K{F.GROUP_SETS}"
+    cells = _knobs("group")
+    assert all(_behind(c, chosen) == 0 for (dt, op, *_), c in cells.items() if dt != "fp32" and op == "layer_norm")
+    return (f"{max(_behind(c, chosen) for (dt, op, *_), c in cells.items() if dt == 'fp32' or op != 'layer_norm'):.1f}",)
+
+
+def ln_10240_loss() -> tuple:
+    """The register kernel's lead over the stream kernel the rule takes for LayerNorm at N = 10240."""
+    from reimpl.fast import forward as F
+    chosen = f"stream_U{F.STREAM_CHUNK}_B{F.STREAM_BLOCKS}"
+    losses = {pct(c["fast_plan"] - c[chosen]) for (dt, op, M, N), c in _knobs("route").items()
+              if op == "layer_norm" and N == 10240}
+    (loss,) = losses
+    return (loss,)
+
+
+def two_rows_in_turn() -> tuple:
+    v = variant("a warp's two rows one after the other")
+    kept, tried = v["kept"], v["pct_copy"]
+    assert tried["bf16 65536x768"] < kept["bf16 65536x768"] and tried["bf16 4096x2048"] < kept["bf16 4096x2048"]
+    return pct(kept["bf16 4096x1024"]), pct(tried["bf16 4096x1024"])
+
+
+def one_barrier_gains() -> tuple:
+    """block_sums against torch's five barriers: the gains on rows of 512 and 1024 elements, and on
+    fp32 8192 x 16384 (the experiment's note puts every other cell within a point)."""
+    p = variant("dX: torch's two BlockReduceSum")["pct_copy"]
+    gains = {k.removesuffix(" one barrier (kept)"): v - p[k.replace("one barrier (kept)", "five barriers")]
+             for k, v in p.items() if k.endswith("one barrier (kept)")}
+    short = [g for k, g in gains.items() if "x512 " in k or "x1024 " in k]
+    assert all(g > 0 for g in gains.values())
+    return pct(min(short)), pct(max(short)), pct(gains["fp32 8192x16384 LN"])
+
+
+def dx_proof_counts() -> tuple:
+    d = load("gpu_suite_backward.json")
+    groups = [g for g in d["parity_groups"] if g.startswith("bwd_fast_") and g not in ("bwd_fast_plans", "bwd_fast_sweep")]
+    cases = sum(d["parity_groups"][g]["cases"] for g in groups)
+    assert all(d["parity_groups"][g]["mismatched_elements"] == 0 for g in d["parity_groups"] if g.startswith("bwd_fast_"))
+    return (len(groups), f"{cases:,}", d["parity_groups"]["bwd_fast_plans"]["cases"],
+            d["parity_groups"]["bwd_fast_sweep"]["cases"], d["device"].removeprefix("NVIDIA "),
+            f"{d['counters']['bwd_fast_grad_kernel_cases']:,}")
+
+
+def methods_agree() -> tuple:
+    """Pipelined and flushed within 2.5 points on every fast_bench cell but the 4096 x 1024 ones."""
+    rows = load("fast_bench.json")["rows"]
+    cell = {(r["method"], r["dtype"], r["M"], r["N"], r["kernel"]): r["pct_copy"] for r in rows}
+    for (m, dt, M, N, k), v in cell.items():
+        if m == "pipelined" and (M, N) != (4096, 1024):
+            assert abs(v - cell[("flushed", dt, M, N, k)]) <= 2.5, (dt, M, N, k)
+    return ()
+
+
 FAST_MD = "ladder/fast.md"
 PHRASES = [
     (FAST_MD, "gives the bits, runs at {} of copy bandwidth",
@@ -160,6 +245,22 @@ PHRASES = [
     (FAST_MD, "bf16 at N = 16384 runs in {} registers",
      lambda: (ncu_one("forward", "reimpl.fast", "registers", dtype="bf16", N=16384),)),
     (FAST_MD, "measured it ahead in {} of {} LayerNorm cells and {} RMSNorm cells", four_rows_band),
+    (FAST_MD, "Outside the band neither choice wins throughout: each is ahead at some M", rows_outside_band),
+    (FAST_MD, "Outside it the two choices trade places from one M to the next", rows_outside_band),
+    (FAST_MD, "the best on {} of the {} rows, within two points of the best on {}, and at most {} points behind it.",
+     stream_knobs),
+    (FAST_MD, "it is the best on every 16-bit LayerNorm row, and elsewhere at most {} points behind the best.",
+     group_knobs),
+    (FAST_MD, "and LayerNorm at N = 10240 about {} (the table above)", ln_10240_loss),
+    (FAST_MD, "It gained a little on the single-wave bf16 4096 × 1024 (LayerNorm {}% to {}% of copy) and lost on "
+              "bf16 65536 × 768 and bf16 4096 × 2048.", two_rows_in_turn),
+    (FAST_MD, "It gained {} to {} points on the rows of 512 and 1024 elements, {} on fp32 8192 × 16384, and elsewhere "
+              "moved by about a point either way", one_barrier_gains),
+    (FAST_MD, "{} groups, {} cases, with dgamma and dbeta compared too. It adds {} cases at every edge of the plan",
+     lambda: dx_proof_counts()[:3]),
+    (FAST_MD, "a sweep of {} cases with more than 100,000 rows", lambda: (dx_proof_counts()[3],)),
+    (FAST_MD, "On the {}, {} of these cases launched our dX kernel", lambda: dx_proof_counts()[4:]),
+    (FAST_MD, "On the large shapes the two methods agree.", methods_agree),
     (FAST_MD, "An fp32 row of 32 vectors a thread takes {} registers",
      lambda: (ncu_one("forward", "reimpl.fast", "registers", dtype="fp32", N=16384),)),
     (FAST_MD, "The copy (a `cudaMemcpy`) takes {} µs. Our LayerNorm takes {} µs with two rows a warp and "
@@ -316,6 +417,11 @@ PHRASES += [
     (GDB_MD, "`Value returned is {{mean = {}, sigma2 = {}, count = {}}}`", lambda: gdb_state(17)),
     (GDB_MD, "`mean {} rstd {}`", lambda: re.search(r"^mean (\S+) rstd (\S+)", gdb(), re.M).groups()),
     ("ladder/rungs.md", "on every cell of the shared grid with rows of {} or more that it was timed on", naive_slowest),
+    ("ladder/index.md", "It reaches at most {}% of copy on the cells it was timed on.",
+     lambda: (pct(max(r["pct_copy"] for r in load("ladder_bench.json")["rows"] if r["kernel"] == "naive")),)),
+    ("ladder/rungs.md", "each of the {}'s 132 blocks walks only about eight or sixteen of them",
+     lambda: (load("ladder_bench.json")["device"].removeprefix("NVIDIA "),) if (round(1024 / 132), round(2048 / 132))
+     == (8, 16) else ()),
     ("ladder/index.md", "(that profile's fp32 4096 × 16384: {} MB read for a {} MB input). There the float32 kernel waits on memory "
      "instead (DRAM {}% of its peak, issue slots {}%)", torch_reads_long_rows_twice),
     ("ladder/index.md", "16-bit rows of 32768 and more (past {} and {} elements)", lambda: (
@@ -355,7 +461,38 @@ def bn_small_columns() -> tuple:
             plan.grid[0] * plan.grid[1], f"{stats['occupancy_pct']:.0f}", f"{theirs['occupancy_pct']:.0f}")
 
 
+def one_read_short() -> tuple:
+    """Large softmax cells where one_read is under 90% of copy: rows of 262144 or of an odd width,
+    their span, and float32 rows of 131072 just short of 90% (flushed)."""
+    size = {"fp32": 4, "bf16": 2, "fp16": 2}
+    short = [r for r in load("siblings_bench.json")["rows"] if r["op"] == "softmax" and r["kernel"] == "one_read"
+             and r["pct_copy"] < 90 and r["shape"][0] * r["shape"][1] * size[r["dtype"]] >= grid.LARGE]
+    kinds = [r for r in short if r["shape"][1] == 262144 or r["shape"][1] % 2]
+    rest = [r for r in short if r not in kinds]
+    assert all(r["dtype"] == "fp32" and r["shape"][1] == 131072 and r["method"] == "flushed" and r["pct_copy"] > 89.5
+               for r in rest) and rest
+    return (span([r["pct_copy"] for r in kinds]),)
+
+
+def bn_cl_fp32_forward_faster() -> tuple:
+    """The float32 channels-last inputs whose forward ours runs faster than torch's, the same under
+    both timing methods, as the page lists them (the other inputs: slower)."""
+    rows = [r for r in load("siblings_bench.json")["rows"] if r["op"] == "batchnorm"]
+    ms = {(r["method"], r["dtype"], r["layout"], r["pass"], tuple(r["shape"]), r["kernel"]): r["ms"] for r in rows}
+    faster = {}
+    for method in ("pipelined", "flushed"):
+        faster[method] = sorted(k[4] for k in ms if k[0] == method and k[1:4] == ("fp32", "channels_last", "forward")
+                                and k[5] == "bn_split" and ms[k] < ms[k[:5] + ("torch_batch_norm",)])
+    assert faster["pipelined"] == faster["flushed"]
+    shapes = sorted(faster["pipelined"], key=lambda s: (len(s) == 2, s[1]))
+    names = [" × ".join(map(str, s)) for s in shapes]
+    return (", ".join(names[:-1]) + " and " + names[-1],)
+
+
 PHRASES += [
+    ("ladder/softmax.md", "Two kinds of cell keep `one_read` at {} of the copy", one_read_short),
+    ("ladder/batchnorm.md", "In float32 channels-last, our forward is faster than torch's only on {}, under both "
+     "timing methods, and slower on the others", bn_cl_fp32_forward_faster),
     ("ladder/batchnorm.md", "its three launches take {} µs of kernel time together against cuDNN's one kernel "
      "of {} µs. The statistics pass alone takes {} µs: its {} blocks keep {}% of the SMs' warps active where "
      "cuDNN's kernel keeps {}%", bn_small_columns),
