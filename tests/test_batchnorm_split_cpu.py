@@ -9,6 +9,7 @@ one cooperative launch for columns input from RESIDENT_FROM_BYTES on; forward, b
 autograd, in x's memory format), hand the last-block merges and the resident barriers one array
 each per device and stream, and refuse bad input before any launch."""
 import math
+from pathlib import Path
 import re
 
 import pytest
@@ -535,6 +536,10 @@ def test_the_size_rule_against_the_committed_probe():
     assert bn_routes.rule_cost(d) <= 1.10
     assert {bn_routes.chosen(dt, sh, "forward") for dt, sh in cells} == set(bn_routes.ROUTES)
     assert {bn_routes.chosen(dt, sh, "backward") for dt, sh in cells} == {"resident_always"}
+    # the page: "One launch does not win everywhere: on some inputs the three launches are the faster"
+    page = " ".join((Path(__file__).resolve().parents[1] / "docs/ladder/batchnorm.md").read_text().split())
+    assert "One launch does not win everywhere: on some inputs the three launches are the faster" in page
+    assert any(c["split_columns"][w] < c["resident_always"][w] for c in cells.values() for w in ("forward", "backward"))
     for w in ("forward", "backward"):
         for size in (4, 2):
             mine = [c for c in cells.items() if bn_routes.ITEMSIZE[c[0][0]] == size]
