@@ -3,6 +3,8 @@
 scripts/gpu/judge_results.py), and the page's tables rendered from them."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from reimpl.docsite import judge_tables as J
@@ -47,6 +49,10 @@ def test_worked_example_claims():
             assert f["reproduced_by"] == ["float64"]
         else:
             assert f["closest"] in ("two_pass", "one_pass", "float64") and f["first_divergence"].startswith("the mean")
+    closest = {f["closest"] for f in tb["failed"] if not f["reproduced_by"]}
+    page = " ".join((Path(__file__).resolve().parents[1] / "docs/guide/judge.md").read_text().split())
+    assert "The closest variant is a two-pass, float64 or one-pass computation" in page
+    assert closest == {"two_pass", "one_pass", "float64"}
 
 
 def test_rungs_mostly_leave_torch_at_the_reduction():

@@ -489,7 +489,69 @@ def bn_cl_fp32_forward_faster() -> tuple:
     return (", ".join(names[:-1]) + " and " + names[-1],)
 
 
+def torch_bound() -> tuple:
+    """Nsight's verdict on torch's LayerNorm forward: memory on every float32 row, its instructions
+    on most 16-bit ones."""
+    cases = [c for c in load("ncu_ladder.json")["cases"] if c["kernel"] == "torch_layer_norm"]
+    assert cases and all(c["bound"] == "memory" for c in cases if c["dtype"] == "fp32")
+    short = [c["bound"] for c in cases if c["dtype"] != "fp32"]
+    assert short.count("compute") > len(short) / 2
+    return ()
+
+
+def grid_slower_cells() -> tuple:
+    """fast_grid_bench.json's cells (method, shape, op) where our kernel took longer than torch's."""
+    rows = load("fast_grid_bench.json")["rows"]
+    ms = {(r["method"], r["dtype"], r["M"], r["N"], r["kernel"]): r["ms"] for r in rows}
+    slower = [k for k in ms if k[4].startswith("fast_") and ms[k] > ms[k[:4] + ("torch_" + k[4][5:],)]]
+    return {1: "all but one cell"}.get(len(slower), f"all but {len(slower)} cells"),
+
+
+def sms_of_both_gpus() -> tuple:
+    """The SM count the records note, on each GPU they name."""
+    sms = {load("chains_probe.json")["device"]: load("chains_probe.json")["route"]["sms"],
+           load("fast_rows_sweep.json")["device"]: load("fast_rows_sweep.json")["sms"]}
+    assert {d.split()[1] for d in sms} == {"H100", "H200"} and set(sms.values()) == {132}
+    return ()
+
+
+def release_stubs() -> tuple:
+    v = json.loads((ROOT / "reference/torch_versions.json").read_text())["releases"]["2.12.1"]["versus_pin"]
+    assert v["kernels"] == v["fp_identical"] == v["common"] and not v["removed"] and not v["added"]
+    return v["kernels"], {2: "two"}[v["kernels"] - v["sass_identical"]]
+
+
+def later_release_sass() -> tuple:
+    """2.13.0 and 2.14.1 against the pin: the kernels they keep, how many changed SASS in each, and
+    how many of those differ in floating-point instructions (the same count in both)."""
+    t = json.loads((ROOT / "reference/torch_versions.json").read_text())["releases"]
+    v13, v14 = t["2.13.0"]["versus_pin"], t["2.14.1"]["versus_pin"]
+    assert v13["common"] == v14["common"] and len(v13["fp_differ"]) == len(v14["fp_differ"])
+    return (v13["common"], v13["common"] - v13["sass_identical"], v14["common"] - v14["sass_identical"],
+            len(v13["fp_differ"]))
+
+
+def forward_kernels_in_the_wheel() -> tuple:
+    """torch 2.11.0's forward kernels in libtorch_cuda.so: each of the three forward templates in 8
+    (T, T_ACC, rms_norm) combinations."""
+    names = json.loads((ROOT / "reference/torch_versions.json").read_text())["releases"]["2.11.0"]["kernels"]
+    counts = [sum(f"::{t}<" in n for n in names) for t in
+              ("vectorized_layer_norm_kernel", "RowwiseMomentsCUDAKernel", "LayerNormForwardCUDAKernel")]
+    assert counts == [8, 8, 8], counts
+    return (sum(counts),)
+
+
 PHRASES += [
+    ("guide/call-path.md", "The {} forward kernels in `libtorch_cuda.so` are these combinations.",
+     forward_kernels_in_the_wheel),
+    ("releases.md", "Of the {} kernels they keep, {} (2.13.0) and {} (2.14.1) changed their SASS, and {} of them in "
+     "their floating-point instructions.", later_release_sass),
+    ("index.md", "what limits torch's kernel: its instructions on most 16-bit rows, memory on float32 rows.",
+     torch_bound),
+    ("index.md", "a kernel that gives exactly torch's output, in less time on {} of the grid", grid_slower_cells),
+    ("glossary.md", "The H100 and the H200 used for this site's measurements each have 132 SMs.", sms_of_both_gpus),
+    ("releases.md", "carries the same {} kernels with the same SASS. The only exceptions are the {} empty fp64 stubs "
+     "of the vectorized kernel", release_stubs),
     ("ladder/softmax.md", "Two kinds of cell keep `one_read` at {} of the copy", one_read_short),
     ("ladder/batchnorm.md", "In float32 channels-last, our forward is faster than torch's only on {}, under both "
      "timing methods, and slower on the others", bn_cl_fp32_forward_faster),
@@ -504,3 +566,15 @@ def test_prose_number_matches_results(page_name, phrase, value):
     filled = phrase.format(*value())
     assert filled in page(page_name), f"{page_name} should say: {filled}"
 
+
+
+def test_the_cuda_gdb_page_names_the_transcripts_commit_and_todays_source_folder():
+    """The page's line numbers are the transcript's, recorded at the commit its header names; the
+    `directory` command it gives is where the mirror's CUDA is today."""
+    from reimpl.mirror import kernel_table as K
+    header = (RESULTS / "cuda_gdb_session.txt").read_text().split("\n\n")[0]
+    commit = re.search(r"at commit (\w+)", header).group(1)
+    text = page("guide/cuda-gdb.md")
+    assert f"recorded at commit {commit}" in text
+    folder = K.SOURCE.directory.relative_to(ROOT).as_posix()
+    assert f"`directory {folder}`" in text and (K.SOURCE.directory / "layer_norm_kernel.cu").is_file()
