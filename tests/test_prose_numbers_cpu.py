@@ -347,6 +347,12 @@ def gdb_state(n: int) -> tuple[str, str, str]:
     return m
 
 
+def gdb_value(n: int) -> str:
+    """The value of the transcript's `$n = value` (a scalar)."""
+    (v,) = re.findall(rf"^\${n} = (-?\d+)$", gdb(), re.M)
+    return v
+
+
 def gdb_local(name: str) -> str:
     (v,) = re.findall(rf"^{name} = (\S+)$", gdb(), re.M)
     return v
@@ -578,3 +584,16 @@ def test_the_cuda_gdb_page_names_the_transcripts_commit_and_todays_source_folder
     assert f"recorded at commit {commit}" in text
     folder = K.SOURCE.directory.relative_to(ROOT).as_posix()
     assert f"`directory {folder}`" in text and (K.SOURCE.directory / "layer_norm_kernel.cu").is_file()
+
+
+def test_the_cuda_gdb_scalars_are_the_transcripts():
+    """The scalars the page quotes from the transcript: N, n_vec_to_read, numx, thrx and offset at
+    the first stop ($1-$5), thread 5's thrx ($9), thread (0,2,0)'s thrx ($11), the second stop's
+    offset ($13)."""
+    text = page("guide/cuda-gdb.md")
+    n, n_vec, numx, thrx, offset = (gdb_value(i) for i in range(1, 6))
+    assert (f"`N = {n}`, `n_vec_to_read = {n_vec}` (4-wide vectors), `numx = {numx}` threads, `thrx = {thrx}`, "
+            f"`offset = {offset}`") in text
+    assert f"`cuda thread (5,0,0)`: `thrx = {gdb_value(9)}`" in text
+    assert f"`cuda thread (0,2,0)`: `thrx = {gdb_value(11)}`" in text
+    assert f"stops again at line 234 with `offset = {gdb_value(13)}`" in text
