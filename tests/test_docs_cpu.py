@@ -127,3 +127,17 @@ def test_numerics_example_renders_file_or_says_not_measured(monkeypatch, tmp_pat
         "diffs": {"out": [row], "mean": [], "rstd": []}}))
     text = parity_tables.numerics_example()
     assert "0x3f800001" in text and "seed 7" in text and "Not yet measured" not in text
+
+
+# a path the prose names as it once was, saying so ("was `...`"), is history, not a pointer
+_REPO_PATH = re.compile(r"(?<!was )`((?:reimpl|scripts|tests|results|reference)/[A-Za-z0-9_./-]+)`")
+
+
+def test_every_repository_path_the_prose_names_exists():
+    """A path in code quotes on a page or in the README (reimpl/..., scripts/..., tests/...,
+    results/..., reference/...) names a file or folder of this repository."""
+    root = DOCS.parent
+    texts = {p.relative_to(root).as_posix(): p.read_text() for p in [*DOCS.rglob("*.md"), root / "README.md"]}
+    missing = sorted({(name, m) for name, text in texts.items() for m in _REPO_PATH.findall(text)
+                      if not (root / m.rstrip("/.")).exists()})
+    assert not missing, missing
