@@ -597,3 +597,19 @@ def test_the_cuda_gdb_scalars_are_the_transcripts():
     assert f"`cuda thread (5,0,0)`: `thrx = {gdb_value(9)}`" in text
     assert f"`cuda thread (0,2,0)`: `thrx = {gdb_value(11)}`" in text
     assert f"stops again at line 234 with `offset = {gdb_value(13)}`" in text
+
+
+def test_the_gamma_beta_tile_table_is_torchs_recorded_launches():
+    """upstream/layer_norm_kernel.md's tile table: each tile's block and dynamic shared memory (float
+    accumulation) are those of torch's recorded GammaBeta launches (reference/torch_launches_backward.json)."""
+    launches = [launch for case in json.loads((ROOT / "reference/torch_launches_backward.json").read_text())["cases"]
+                for launch in case["launches"] if "GammaBetaBackwardCUDAKernelTemplate<float, float" in launch["kernel"]]
+    seen = {}
+    for launch in launches:
+        tile = tuple(re.search(r"float, float, (\d+)u, (\d+)u, (\d+)u", launch["kernel"]).groups())
+        seen.setdefault(tile, set()).add((tuple(launch["block"][:2]), launch["smem"]))
+    text = page("upstream/layer_norm_kernel.md")
+    rows = re.findall(r"\| `<(\d+), (\d+), (\d+)>` \| \((\d+), (\d+)\) \| (\d+)(?: B)? \|", text)
+    assert len(rows) == 5
+    for *tile, bx, by, smem in rows:
+        assert seen.get(tuple(tile)) == {((int(bx), int(by)), int(smem))}, (tile, seen.get(tuple(tile)))
