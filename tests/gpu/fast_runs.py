@@ -1,7 +1,12 @@
 """Parity cases run under reimpl.fast's runtime, shared by the forward and dX test files, and the
-replay, graph, stream and thread check shared by the backward routes' test files."""
+backward routes' shared pieces: their tile and mask cases, and the replay, graph, stream and thread
+check."""
+import itertools
+
 import torch
 
+from reimpl.checks import cases_backward as bwd
+from reimpl.checks.cases import VALUE_KINDS
 from reimpl.checks.parity import compare_case
 from reimpl.device import runtime
 from tests.conftest import record
@@ -24,6 +29,35 @@ def run_fast(group: str, counter: str, launches: str, cs) -> tuple[list[str], in
     for _ in range(fast_cases):
         record(counter, 0, 0)
     return bad, fast_cases
+
+
+def tile_cases(Ns, Ms, long_from: int, stride: int) -> list:
+    """Backward cases over N in Ns and M in Ms (every `stride`-th M for N above `long_from`), each
+    dtype, LayerNorm and RMSNorm in turn, the value kinds of x and dy, and eps taking turns."""
+    out = []
+    for dt in ("fp32", "fp16", "bf16"):
+        for n in Ns:
+            for m in (Ms if n <= long_from else Ms[::stride]):
+                k = len(out)
+                op = ("layer_norm", "rms_norm")[k % 2]
+                out.append(bwd.BackwardCase(op, dt, (m, n), weight=True, bias=op == "layer_norm",
+                                            values=VALUE_KINDS[k % len(VALUE_KINDS)],
+                                            dy_values=VALUE_KINDS[(k // 5) % len(VALUE_KINDS)],
+                                            eps=(1e-5, 0.0, 1e-2)[k % 3], seed=k))
+    return out
+
+
+def mask_cases(shapes) -> list:
+    """Every output mask, with bias (LayerNorm) and without (dgamma alone), on each (M, N) of `shapes`."""
+    out = []
+    for dt in ("fp32", "bf16"):
+        for m, n in shapes:
+            for mask in itertools.product((False, True), repeat=3):
+                out.append(bwd.BackwardCase("layer_norm", dt, (m, n), mask=mask, seed=len(out)))
+            for mask in itertools.product((False, True), repeat=2):
+                out.append(bwd.BackwardCase("rms_norm", dt, (m, n), bias=False, mask=mask + (False,), seed=len(out)))
+            out.append(bwd.BackwardCase("layer_norm", dt, (m, n), bias=False, mask=(True, True, False), seed=len(out)))
+    return out
 
 
 def _grads(fn, dy, *args):

@@ -6,7 +6,6 @@ rows past M in torch's last tile, every value kind, eps, mask and dtype; and thr
 backward.MIN_ROW_BYTES) are lowered to 0 here, so small and narrow cases take it too. Counts go to the backward GPU summary
 under bwd_fused_* groups; `bwd_fused_kernel_cases` counts cases that launched the fused kernel and
 its finish."""
-import itertools
 import random
 
 import pytest
@@ -14,6 +13,7 @@ import torch
 
 from reimpl.checks import cases_backward as bwd
 from reimpl.checks.cases import VALUE_KINDS
+from tests.gpu import fast_runs
 from tests.gpu.fast_runs import replays_graphs_streams_and_threads, run_fast
 
 pytestmark = pytest.mark.gpu
@@ -37,30 +37,12 @@ def every_size_fuses(monkeypatch):
 
 
 def tile_cases() -> list[bwd.BackwardCase]:
-    out = []
-    for dt in ("fp32", "fp16", "bf16"):
-        for i, n in enumerate(FUSED_NS):
-            for j, m in enumerate(FUSED_MS if n <= 2052 else FUSED_MS[::3]):
-                k = len(out)
-                op = ("layer_norm", "rms_norm")[k % 2]
-                out.append(bwd.BackwardCase(op, dt, (m, n), weight=True, bias=op == "layer_norm",
-                                            values=VALUE_KINDS[k % len(VALUE_KINDS)],
-                                            dy_values=VALUE_KINDS[(k // 5) % len(VALUE_KINDS)],
-                                            eps=(1e-5, 0.0, 1e-2)[k % 3], seed=k))
-    return out
+    return fast_runs.tile_cases(FUSED_NS, FUSED_MS, long_from=2052, stride=3)
 
 
 def mask_cases() -> list[bwd.BackwardCase]:
     """Every output mask, with bias (LayerNorm) and without (dgamma alone), on each tile class."""
-    out = []
-    for dt in ("fp32", "bf16"):
-        for m, n in ((7, 1028), (64, 1024), (200, 1028), (1000, 2048)):
-            for mask in itertools.product((False, True), repeat=3):
-                out.append(bwd.BackwardCase("layer_norm", dt, (m, n), mask=mask, seed=len(out)))
-            for mask in itertools.product((False, True), repeat=2):
-                out.append(bwd.BackwardCase("rms_norm", dt, (m, n), bias=False, mask=mask + (False,), seed=len(out)))
-            out.append(bwd.BackwardCase("layer_norm", dt, (m, n), bias=False, mask=(True, True, False), seed=len(out)))
-    return out
+    return fast_runs.mask_cases(((7, 1028), (64, 1024), (200, 1028), (1000, 2048)))
 
 
 def fused_sweep(rows_wanted: int = 100_000, seed: int = 31) -> list[bwd.BackwardCase]:

@@ -14,6 +14,7 @@ import torch
 
 from reimpl.checks import cases_backward as bwd
 from reimpl.checks.cases import VALUE_KINDS
+from tests.gpu import fast_runs
 from tests.gpu.fast_runs import replays_graphs_streams_and_threads, run_fast
 
 pytestmark = pytest.mark.gpu
@@ -46,30 +47,12 @@ def _takes_chains(c: bwd.BackwardCase) -> bool:
     return wants and words and not torch_tile and backward.thread_rows(M, N, 132) is not None
 
 
-def tile_cases(N_s=CHAIN_NS, M_s=CHAIN_MS) -> list[bwd.BackwardCase]:
-    out = []
-    for dt in ("fp32", "fp16", "bf16"):
-        for n in N_s:
-            for m in (M_s if n <= 1024 else M_s[::2]):
-                k = len(out)
-                op = ("layer_norm", "rms_norm")[k % 2]
-                out.append(bwd.BackwardCase(op, dt, (m, n), weight=True, bias=op == "layer_norm",
-                                            values=VALUE_KINDS[k % len(VALUE_KINDS)],
-                                            dy_values=VALUE_KINDS[(k // 5) % len(VALUE_KINDS)],
-                                            eps=(1e-5, 0.0, 1e-2)[k % 3], seed=k))
-    return out
+def tile_cases() -> list[bwd.BackwardCase]:
+    return fast_runs.tile_cases(CHAIN_NS, CHAIN_MS, long_from=1024, stride=2)
 
 
 def mask_cases() -> list[bwd.BackwardCase]:
-    out = []
-    for dt in ("fp32", "bf16"):
-        for m, n in ((7, 1030), (64, 1024), (200, 770), (3000, 2048)):
-            for mask in itertools.product((False, True), repeat=3):
-                out.append(bwd.BackwardCase("layer_norm", dt, (m, n), mask=mask, seed=len(out)))
-            for mask in itertools.product((False, True), repeat=2):
-                out.append(bwd.BackwardCase("rms_norm", dt, (m, n), bias=False, mask=mask + (False,), seed=len(out)))
-            out.append(bwd.BackwardCase("layer_norm", dt, (m, n), bias=False, mask=(True, True, False), seed=len(out)))
-    return out
+    return fast_runs.mask_cases(((7, 1030), (64, 1024), (200, 770), (3000, 2048)))
 
 
 def chains_sweep(rows_wanted: int = 100_000, seed: int = 47) -> list[bwd.BackwardCase]:
