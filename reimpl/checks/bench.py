@@ -60,6 +60,18 @@ def kernel_us(call, calls: int = 5) -> dict[str, float]:
             for e in prof.key_averages() if e.device_time_total > 0}
 
 
+def profiled_once(call, warmups: int = 2) -> None:
+    """call() `warmups` times (compiles, plans), then once between cudaProfilerStart and
+    cudaProfilerStop: what a script run under `ncu --profile-from-start off` hands Nsight Compute."""
+    for _ in range(warmups):
+        call()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    call()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+
+
 def cells(shapes):
     """(method, dtype name, dtype, M, N) for every timing method, dtype and shape, in the order the
     fast benchmarks run and record them."""

@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch  # noqa: E402
 
 from reimpl import fast  # noqa: E402
+from reimpl.checks.bench import profiled_once  # noqa: E402
 from reimpl.fast import backward  # noqa: E402
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -23,10 +24,4 @@ backward.ENABLED = False  # dX in a kernel of its own on both routes
 for floor in (1 << 62, 0):  # torch's GammaBeta, then the chains kernel
     backward.CHAINS_MIN_ELEMENTS = floor
     fast.fast_runtime().plans.clear()
-    for _ in range(2):
-        fast.native_layer_norm_backward(dy, x, [N], mean, rstd, w, b)
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStart()
-    fast.native_layer_norm_backward(dy, x, [N], mean, rstd, w, b)
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStop()
+    profiled_once(lambda: fast.native_layer_norm_backward(dy, x, [N], mean, rstd, w, b))

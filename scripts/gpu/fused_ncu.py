@@ -6,6 +6,7 @@ import sys
 import torch
 sys.path.insert(0, '.')
 from reimpl import fast  # noqa: E402
+from reimpl.checks.bench import profiled_once  # noqa: E402
 from reimpl.fast import backward  # noqa: E402
 
 M, N = (int(a) for a in sys.argv[1:3]) if len(sys.argv) > 2 else (16384, 4096)
@@ -17,10 +18,4 @@ _, mean, rstd = torch.ops.aten.native_layer_norm(x, [N], w, b, 1e-5)
 for enabled in (False, True):
     backward.ENABLED = enabled
     fast.fast_runtime().plans.clear()
-    for _ in range(2):
-        fast.native_layer_norm_backward(dy, x, [N], mean, rstd, w, b)
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStart()
-    fast.native_layer_norm_backward(dy, x, [N], mean, rstd, w, b)
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStop()
+    profiled_once(lambda: fast.native_layer_norm_backward(dy, x, [N], mean, rstd, w, b))

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 
-from reimpl.checks.bench import METHODS, gpu_time  # noqa: E402
+from reimpl.checks.bench import METHODS, gpu_time, profiled_once  # noqa: E402
 from reimpl.checks.record import stamp  # noqa: E402
 from reimpl.ladder import softmax  # noqa: E402
 from reimpl.ladder.launch import regs_plan  # noqa: E402
@@ -48,14 +48,11 @@ def inputs():
 def run() -> None:
     """What ncu profiles: each cell's one_read once, after a warm-up call (the compile)."""
     xs = inputs()
-    for x in xs:
-        softmax.run("one_read", x)
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStart()
-    for x in xs:
-        softmax.run("one_read", x)
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStop()
+
+    def every_cell():
+        for x in xs:
+            softmax.run("one_read", x)
+    profiled_once(every_cell, warmups=1)
 
 
 def profile() -> list[dict]:
