@@ -79,7 +79,7 @@ def rms_norm(input, normalized_shape, weight=None, eps: float | None = None, *, 
     global _warned_mixed_dtype
     check_kernels(kernels)
     normalized_shape = _as_shape(normalized_shape)
-    eps = None if eps is None else float(eps)
+    eps = None if eps is None else float(eps)  # the binding's optional double; also the plan key's
     route, found = _route_key(input, normalized_shape, weight, eps)
     if route is not None and route in _FUSED_ROUTES:  # checked before, and fused: go straight there
         return _fused(input, normalized_shape, weight, eps, kernels, found)
