@@ -70,7 +70,12 @@ GPU_TABLES = {
     "{% fast_backward fp32 %}": [gpu("results/fast_backward_bench.json") + ["Method:", "whole backward"]],
     "{% fast_backward bf16 flushed %}": [gpu("results/fast_backward_bench.json") + ["L2 flushed", "whole backward"]],
     "{% training_step %}": [gpu("results/training_step.json") + ["Method:", "Training step"],
-                          gpu("results/training_step.json") + ["Method:", "Inference"]],
+                          gpu("results/training_step.json") + ["Method:", "Inference"],
+                          gpu("results/training_step.json") + ["Method:", "in a loop"]],
+    "{% training_step_repeat %}": [gpu("results/training_step.json") + gpu("results/training_step_repeat.json")
+                                   + ["Method:", "repeat"]],
+    "{% host_floor %}": [gpu("results/host_floor.json") + ["Method:", "floor: Function"],
+                         gpu("results/host_floor.json") + ["Method:", "step"]],
     "{% compiled_step %}": [gpu("results/training_step.json") + ["Method:", "torch.compile"]],
     "{% compiled_profile %}": [gpu("results/compiled_norms_profile.json") + ["Method:", "launches"]],
     "{% fast_grid_summary %}": [gpu("results/fast_grid_bench.json") + ["Method:", "whole grid"]],

@@ -173,31 +173,80 @@ def test_over_limit_counts_the_cells_in_bold():
         "*2 of the 2 cells cost more than 1.5 times torch's through `reimpl.fast`, and 0 with")
 
 
+def _pct(x: float) -> str:
+    return f"{abs(x - 1) * 100:.1f}"
+
+
 def test_the_whole_model_record_says_what_the_guide_says():
     """The record holds both models with every parameter bit-identical to torch's run both ways in
-    (and torch's own runs repeating); the step within 1% of torch's both ways, as the control's;
-    batch-1 inference slower than torch's both ways and slower in torch than through reimpl; the
-    compiled step with our norms slower than with Inductor's."""
+    (and torch's own runs repeating); the guide's step figures (faster both ways in the run shown,
+    the control's spread, the repeat's GPT-2 row), its batch-1 inference order, its hooks' ratios,
+    and the route advice's span are the records' own; the compiled step with our norms is slower
+    than with Inductor's."""
     import json
-    d = json.loads((ROOT / "results/training_step.json").read_text())
-    assert len(d["rows"]) == 2
+    from reimpl.docsite.host_table import step_ratios
+    runs = [json.loads((ROOT / f"results/{n}.json").read_text()) for n in ("training_step", "training_step_repeat")]
+    for d in runs:
+        assert len(d["rows"]) == 2
+        for r in d["rows"]:
+            assert r["params_bit_identical"] and r["in_torch_params_bit_identical"] and r["torch_runs_bit_identical"]
+            assert r["compiled_fast_norms_ms"] > r["compiled_torch_norms_ms"]
+    d = runs[0]
     for r in d["rows"]:
-        assert r["params_bit_identical"] and r["in_torch_params_bit_identical"] and r["torch_runs_bit_identical"]
-        for k in ("fast_norms_ms", "in_torch_norms_ms", "control_ms"):
-            assert abs(r[k] / r["torch_norms_ms"] - 1) < 0.01, k
         assert r["inference_batch1_in_torch_ms"] > r["inference_batch1_fast_ms"] > r["inference_batch1_torch_ms"]
-        assert r["compiled_fast_norms_ms"] > r["compiled_torch_norms_ms"]
+    page = (ROOT / "docs/guide/training.md").read_text()
+    flat = " ".join(page.split())
+    shown = [step_ratios(r) for r in d["rows"]]
+    ours = [q[k] for q in shown for k in ("fast", "in torch")]
+    assert max(ours) < 1
+    assert (f"the step with our norms is {_pct(max(ours))} to {_pct(min(ours))}% faster than torch's for both models, "
+            "either way in") in flat
+    assert max(abs(q["control"] - 1) for q in shown) <= 0.002
+    assert "torch's own second copy (the control) is within 0.2% of torch's" in flat
+    gpt2 = step_ratios(runs[1]["rows"][0])
+    assert runs[1]["rows"][0]["model"].startswith("GPT-2") and gpt2["fast"] > 1 and gpt2["in torch"] > 1
+    assert (f"There GPT-2's step with our norms was {_pct(gpt2['fast'])}% slower than torch's ({_pct(gpt2['in torch'])}% "
+            "installed in torch), while the control again stayed within 0.3%") in flat
+    assert max(abs(step_ratios(r)["control"] - 1) for r in runs[1]["rows"]) <= 0.003
+    every = [q[k] for dd in runs for r in dd["rows"] for q in [step_ratios(r)] for k in ("fast", "in torch")]
+    assert (f"Over the two runs above, the step time is between {_pct(min(every))}% faster and {_pct(max(every))}% "
+            "slower than torch's.") in flat
+    g = d["rows"][0]
+    hook = g["norm_forward_host_us_fast"], g["norm_forward_host_us_torch"]
+    assert (f"clock our forward at {hook[0]['in_step'] / hook[0]['loop']:.1f} times its cost in a loop, and torch's at "
+            f"{hook[1]['in_step'] / hook[1]['loop']:.1f} times") in flat
     text = host_table.training_step()
     assert text.count("| 20 | yes, yes |") == 2 and "| GPT-2 small |" in text and "| Llama-style |" in text
-    page = (ROOT / "docs/guide/training.md").read_text()
-    assert "either way in, the step is within 0.3% of torch's, and torch's own second copy (the control)\ndiffers from it by up to 0.3% too" in page
-    assert "The step time is within 0.3% of torch's." in page
-    devs = {k: max(abs(r[k] / r["torch_norms_ms"] - 1) for r in d["rows"])
-            for k in ("fast_norms_ms", "in_torch_norms_ms", "control_ms")}
-    assert all(0.002 < v <= 0.003 for k, v in devs.items() if k == "control_ms")
-    assert devs["fast_norms_ms"] <= 0.003 and devs["in_torch_norms_ms"] <= 0.003
-    assert "It is slower than torch's both ways, and slower in torch than through `reimpl`" in page
+    assert "It is slower than torch's both ways, and slower in torch than through `reimpl`" in flat
     assert "| ours / Inductor's |" in host_table.compiled_step()
+    assert host_table.training_step_repeat().count("| GPT-2 small |") == 2
+
+
+def test_the_floor_says_what_the_guide_says():
+    """The host-floor bullets: the replay alone against torch's call, ours without a graph, the
+    floor Function and ours with one, the microseconds between them, and the 32-64 MiB steps won."""
+    import json
+    d = json.loads((ROOT / "results/host_floor.json").read_text())
+    flat = " ".join((ROOT / "docs/guide/training.md").read_text().split())
+    small = [r for r in d["rows"] if "forward_grad_us" in r]
+    assert {r["op"] for r in small} == {"layer_norm", "rms_norm"}
+
+    def span(key, who):
+        v = [r[key][who] / r[key]["torch"] for r in small]
+        return f"{min(v):.2f} to {max(v):.2f}"
+    assert f"the replay alone costs about what torch's whole C++ call costs ({span('forward_us', 'floor: replay')} times)" in flat
+    assert f"Our call costs {span('forward_us', 'fast')} times torch's" in flat
+    assert (f"the floor `Function` costs {span('forward_grad_us', 'floor: Function')} times torch's call, ours "
+            f"{span('forward_grad_us', 'fast')} times") in flat
+    gap = [r["forward_grad_us"]["fast"] - r["forward_grad_us"]["floor: Function"] for r in small]
+    assert f"The {min(gap):.1f} to {max(gap):.1f} µs between ours and the floor" in flat
+    large = [r for r in d["rows"] if "forward_grad_us" not in r]
+    assert {r["M"] * r["N"] * 2 >> 20 for r in large} == {32, 64}
+    floor_wins = sum(r["step_us"]["floor: Function"] < r["step_us"]["torch"] for r in large)
+    ours_win = sum(r["step_us"]["fast"] < r["step_us"]["torch"] for r in large)
+    words = {1: "one", 2: "two", 3: "three", 4: "four"}
+    assert (f"the floor `Function` beats torch's step on {words[floor_wins]} of the {words[len(large)]} rows, and ours "
+            f"on {words[ours_win]}.") in flat
 
 
 def test_bench_host_prints_every_cell_with_its_ratio(monkeypatch):
@@ -218,7 +267,7 @@ def test_bench_host_prints_every_cell_with_its_ratio(monkeypatch):
 
 def test_the_compiled_profile_says_what_the_guide_says():
     """Under compile, the kernels named for a norm take about half the GPU time with ours; more kernels
-    launch; the step's GPU time grows by less than half of what its wall time grows (the rest host)."""
+    launch; the step's GPU time grows by less than its wall time grows (the rest host)."""
     import json
     prof = json.loads((ROOT / "results/compiled_norms_profile.json").read_text())
     steps = {r["model"].split()[0]: r for r in json.loads((ROOT / "results/training_step.json").read_text())["rows"]}
@@ -229,7 +278,7 @@ def test_the_compiled_profile_says_what_the_guide_says():
         assert 0.4 < ours["gpu_ms_by_family"][norm] / ind["gpu_ms_by_family"][norm] < 0.55
         assert sum(ours["launches_by_family"].values()) > sum(ind["launches_by_family"].values())
         wall = steps[step_key]["compiled_fast_norms_ms"] - steps[step_key]["compiled_torch_norms_ms"]
-        assert 0 < ours["gpu_ms"] - ind["gpu_ms"] < 0.5 * wall
+        assert 0 < ours["gpu_ms"] - ind["gpu_ms"] < wall
     assert "| GPT-2 small, ours |" in host_table.compiled_profile()
 
 

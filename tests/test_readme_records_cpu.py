@@ -44,3 +44,45 @@ def test_the_ladder_rung_count():
     ln = [e for e in registry.CUDA_RUNGS if not e.rms_norm]
     rms = [e for e in registry.CUDA_RUNGS if e.rms_norm]
     assert f"{words[len(ln)]} CUDA LayerNorm rungs" in _readme() and f"plus {words[len(rms)]} RMSNorm rungs" in _readme()
+
+
+def _span(values, fmt="{:.3f}") -> str:
+    return f"{fmt.format(min(values))}-{fmt.format(max(values))}"
+
+
+def test_the_training_step_and_host_floor_figures():
+    """The README's whole-model figures (both runs), its host-floor span and the two-GPU run's counts."""
+    text = _readme()
+    d, rep = _record("training_step.json"), _record("training_step_repeat.json")
+    rows = d["rows"]
+
+    def ratio(r, a, b):
+        return r[a] / r[b]
+    assert all(r["params_bit_identical"] and r["in_torch_params_bit_identical"] and r["torch_runs_bit_identical"]
+               for r in rows + rep["rows"])
+    assert f"(`scripts/gpu/training_step.py`, H200, {d['date']})" in text
+    assert (f"Step time {_span([ratio(r, 'fast_norms_ms', 'torch_norms_ms') for r in rows])}× torch's through reimpl "
+            f"and {_span([ratio(r, 'in_torch_norms_ms', 'torch_norms_ms') for r in rows])}× in torch (the control "
+            f"{_span([ratio(r, 'control_ms', 'torch_norms_ms') for r in rows])}×)") in text
+    g = rep["rows"][0]
+    assert g["model"].startswith("GPT-2")
+    assert (f"gave GPT-2 {ratio(g, 'fast_norms_ms', 'torch_norms_ms'):.3f}× and "
+            f"{ratio(g, 'in_torch_norms_ms', 'torch_norms_ms'):.3f}×, the control within 0.3%") in text
+    assert max(abs(ratio(r, "control_ms", "torch_norms_ms") - 1) for r in rep["rows"]) <= 0.003
+    assert (f"Batch-1 inference {_span([ratio(r, 'inference_batch1_fast_ms', 'inference_batch1_torch_ms') for r in rows])}"
+            f"× through reimpl, {_span([ratio(r, 'inference_batch1_in_torch_ms', 'inference_batch1_torch_ms') for r in rows])}"
+            "× in torch") in text
+    assert (f"is {_span([ratio(r, 'compiled_fast_norms_ms', 'compiled_torch_norms_ms') for r in rows], '{:.2f}')}× the "
+            "step with Inductor's own norms") in text
+    in_step = [r["norm_forward_host_us_fast"]["in_step"] / r["norm_forward_host_us_torch"]["in_step"] for r in rows]
+    loop = [r["norm_forward_host_us_fast"]["loop"] / r["norm_forward_host_us_torch"]["loop"] for r in rows]
+    assert (f"forward costs the host {_span(in_step, '{:.1f}')}× torch's inside the step, "
+            f"{_span(loop, '{:.2f}')}× in a loop") in text
+    small = [r for r in _record("host_floor.json")["rows"] if "forward_grad_us" in r]
+    floor = [r["forward_grad_us"]["floor: Function"] / r["forward_grad_us"]["torch"] for r in small]
+    ours = [r["forward_grad_us"]["fast"] / r["forward_grad_us"]["torch"] for r in small]
+    assert (f"{_span(floor, '{:.2f}')}× torch's forward with grad, against ours at {_span(ours, '{:.2f}')}×") in text
+    two = _record("gpu_tests_two_gpus.json")
+    assert two["pytest_exitstatus"] == 0 and two["totals"]["mismatched_elements"] == 0
+    passed = int(two["pytest"].split()[0])
+    assert f"{passed} passed, 0 of {two['totals']['elements_compared']:,} elements differ" in text

@@ -298,7 +298,80 @@ def training_step(path: Path = RESULTS / "training_step.json") -> str:
         rows.append(f"| {_short(r['model'])} | {t:.2f} | {r['inference_batch1_fast_ms']:.2f} "
                     f"| {r['inference_batch1_in_torch_ms']:.2f} | {r['inference_batch1_fast_ms'] / t:.3f} "
                     f"| {r['inference_batch1_in_torch_ms'] / t:.3f} |")
+    hosted = [r for r in d["rows"] if "norm_forward_host_us_fast" in r]
+    if hosted:
+        rows += ["", "*Host time of one norm module's forward in us, with the input requiring grad: inside "
+                 "the training step (forward hooks' clock around each norm call, median over every norm of 5 "
+                 "steps) and in a loop (one of those modules on one of those inputs, 200 calls back to back, "
+                 f"median of 5 rounds), torch's modules and ours (fast). Method: {d['method']}. {_stamp(d)}.*", "",
+                 "| model | torch, in the step | torch, in a loop | fast, in the step | fast, in a loop "
+                 "| fast / torch, in the step | fast / torch, in a loop |", "|---|--:|--:|--:|--:|--:|--:|"]
+        for r in hosted:
+            t, f = r["norm_forward_host_us_torch"], r["norm_forward_host_us_fast"]
+            rows.append(f"| {_short(r['model'])} | {t['in_step']:.1f} | {t['loop']:.1f} | {f['in_step']:.1f} "
+                        f"| {f['loop']:.1f} | {f['in_step'] / t['in_step']:.2f} | {f['loop'] / t['loop']:.2f} |")
     return "\n".join(rows) + "\n"
+
+
+def step_ratios(r: dict) -> dict:
+    """Each copy's training step over torch's in one record row."""
+    t = r["torch_norms_ms"]
+    return {"fast": r["fast_norms_ms"] / t, "in torch": r["in_torch_norms_ms"] / t, "control": r["control_ms"] / t}
+
+
+def training_step_repeat(paths=(RESULTS / "training_step.json", RESULTS / "training_step_repeat.json")) -> str:
+    """The step ratios of the record beside a repeat of the same script on another machine of the
+    same kind: how far a whole step's time moves between machines, against what the norms change."""
+    runs = [json.loads(p.read_text()) for p in paths if p.exists()]
+    if len(runs) < 2:
+        return "*Not measured yet: a repeat of `scripts/gpu/training_step.py` is stored as results/training_step_repeat.json.*\n"
+    rows = ["*Training step over torch's, each copy, in the record above (run 1) and in a repeat of the same "
+            "script and code on another machine of the same kind (run 2); the control is torch's norms again. "
+            "Method: " + runs[0]["method"] + ". " + "; ".join(f"run {i}: {_stamp(d)}" for i, d in enumerate(runs, 1))
+            + ".*", "", "| model | run | torch (ms) | fast / torch | in torch / torch | control / torch |",
+            "|---|--:|--:|--:|--:|--:|"]
+    for k in range(len(runs[0]["rows"])):
+        for i, d in enumerate(runs, 1):
+            r = d["rows"][k]
+            q = step_ratios(r)
+            rows.append(f"| {_short(r['model'])} | {i} | {r['torch_norms_ms']:.2f} | {q['fast']:.3f} "
+                        f"| {q['in torch']:.3f} | {q['control']:.3f} |")
+    return "\n".join(rows) + "\n"
+
+
+def load_floor(path: Path = RESULTS / "host_floor.json") -> dict | None:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def host_floor(d: dict | None) -> str:
+    """torch's call, ours and the floors of a Python autograd Function (scripts/gpu/host_floor.py)."""
+    if d is None:
+        return "*Not measured yet: run `python scripts/gpu/host_floor.py results/host_floor.json` on a GPU.*\n"
+    small = [r for r in d["rows"] if "forward_grad_us" in r]
+    out = [f"*Host us per call at {small[0]['M']} x {small[0]['N']} {small[0]['dtype']}, functional calls: torch's; "
+           "reimpl.fast's; the forward's launch-plan replay alone on fixed addresses (floor: replay); a Python "
+           "autograd Function that runs that replay and keeps what ours keeps (floor: Function); one that keeps "
+           f"the same and launches nothing (floor: empty Function). Method: {d['method']}. {_stamp(d)}.*", "",
+           "| op | pass | torch | fast | floor: replay | floor: Function | floor: empty Function | fast / torch "
+           "| floor / torch |", "|---|---|--:|--:|--:|--:|--:|--:|--:|"]
+    for r in small:
+        for pass_, key, floor in (("forward", "forward_us", "floor: replay"),
+                                  ("forward, grad", "forward_grad_us", "floor: Function")):
+            c = r[key]
+            out.append(f"| {OPS[r['op']]} | {pass_} | {c['torch']:.2f} | {c['fast']:.2f} "
+                       f"| {c.get('floor: replay', float('nan')):.2f} | {c.get('floor: Function', float('nan')):.2f} "
+                       f"| {c.get('floor: empty Function', float('nan')):.2f} | {c['fast'] / c['torch']:.2f} "
+                       f"| {c[floor] / c['torch']:.2f} |".replace("| nan ", "| – "))
+    out += ["", "*A forward+backward step through autograd (torch.autograd.grad of the input and weights), us per "
+            "step with the GPU waited for inside the clock: torch's, reimpl.fast's, and the floor Function, whose "
+            f"backward replays the backward plan on addresses read from the tensors. Method: {d['method']}. "
+            f"{_stamp(d)}.*", "", "| op | dtype | M x N | torch | fast | floor: Function | fast / torch "
+            "| floor / torch |", "|---|---|---|--:|--:|--:|--:|--:|"]
+    for r in d["rows"]:
+        s = r["step_us"]
+        out.append(f"| {OPS[r['op']]} | {r['dtype']} | {r['M']} x {r['N']} | {s['torch']:.1f} | {s['fast']:.1f} "
+                   f"| {s['floor: Function']:.1f} | {s['fast'] / s['torch']:.2f} | {s['floor: Function'] / s['torch']:.2f} |")
+    return "\n".join(out) + "\n"
 
 
 def compiled_step(path: Path = RESULTS / "training_step.json") -> str:

@@ -21,7 +21,7 @@ d = stamp()
 d["cupy"] = cupy.__version__
 d["nvrtc"] = ".".join(map(str, nvrtc.version()))
 d["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True).stdout.strip()
+                             capture_output=True, text=True).stdout.split()[0]  # one line per GPU
 print(json.dumps(d, indent=1))
 PY
   cat "$OUT/env.json"

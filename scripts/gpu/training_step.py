@@ -15,7 +15,8 @@ Two ways onto the fast kernels: "fast" swaps in reimpl.nn modules (reimpl's Pyth
            norm bits), taking turns step by step as above; the price of exact norms under compile.
 Writes OUT.json (rows: model, dtype, steps, torch_norms_ms, fast_norms_ms, in_torch_norms_ms,
 control_ms, params_bit_identical, in_torch_params_bit_identical, torch_runs_bit_identical, inference
-..., compiled_torch_norms_ms, compiled_fast_norms_ms). Usage (a CUDA machine):
+..., compiled_torch_norms_ms, compiled_fast_norms_ms, norm_forward_host_us_{torch,fast}: a norm module's
+forward host time inside the step and in a loop, norm_forward_host's). Usage (a CUDA machine):
 python scripts/gpu/training_step.py OUT.json [MODEL ...]"""
 import contextlib
 import json
@@ -33,7 +34,7 @@ import torch  # noqa: E402
 import reimpl  # noqa: E402
 from reimpl.checks.record import stamp  # noqa: E402
 
-STEPS_PARITY, STEPS_TIMED, WARM = 20, 50, 3
+STEPS_PARITY, STEPS_TIMED, WARM, STEPS_HOST = 20, 50, 3, 5
 BATCH, SEQ = 8, 1024
 
 
@@ -136,6 +137,8 @@ def run(kind: str) -> dict:
         return lambda s: m(input_ids=ids)
     with torch.no_grad():
         inference = turns({name: (infer(m), in_torch) for name, (m, in_torch) in copies.items() if name != "control"})
+    norm_host = {name: norm_forward_host(m, opts[name], data) for name, (m, in_torch) in copies.items()
+                 if name in ("torch", "fast")}
     del copies, opts
     torch.cuda.empty_cache()
     compiled = compiled_steps(kind)
@@ -147,7 +150,42 @@ def run(kind: str) -> dict:
             **{f"{name}_norms_ms" if name != "control" else "control_ms": round(statistics.median(v), 3)
                for name, v in times.items()},
             **{f"inference_batch1_{name}_ms": round(statistics.median(v), 3) for name, v in inference.items()},
-            **{f"compiled_{name}_norms_ms": round(statistics.median(v), 3) for name, v in compiled.items()}}
+            **{f"compiled_{name}_norms_ms": round(statistics.median(v), 3) for name, v in compiled.items()},
+            **{f"norm_forward_host_us_{name}": v for name, v in norm_host.items()}}
+
+
+def norm_forward_host(model, opt, data) -> dict:
+    """Host microseconds of one norm module's forward call (hooks' perf_counter around it), median
+    over every norm of STEPS_HOST training steps (in_step), and the same call repeated 200 times back
+    to back on one of those inputs (loop, median of 5 rounds): what a call costs where the rest of
+    the model runs between calls, and where it runs hot."""
+    norms = [m for m in model.modules() if isinstance(m, (torch.nn.LayerNorm, torch.nn.RMSNorm))]
+    took, start, held = [], {}, []
+
+    def pre(m, args):
+        if not held:
+            held.append((m, args[0].detach().requires_grad_()))
+        start[m] = time.perf_counter()
+
+    def post(m, args, out):
+        took.append(time.perf_counter() - start[m])
+    hooks = [h for m in norms for h in (m.register_forward_pre_hook(pre), m.register_forward_hook(post))]
+    for s in range(STEPS_HOST):
+        step(model, opt, data[s % len(data)])
+    torch.cuda.synchronize()
+    for h in hooks:
+        h.remove()
+    m, x = held[0]
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        rounds = []
+        for _ in range(5):
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            for _ in range(200):
+                m(x)
+            rounds.append((time.perf_counter() - t) / 200)
+    torch.cuda.synchronize()
+    return {"in_step": round(statistics.median(took) * 1e6, 2), "loop": round(statistics.median(rounds) * 1e6, 2)}
 
 
 def turns(runs: dict) -> dict:
