@@ -101,10 +101,11 @@ def check_kernels(kernels) -> None:
 
 def runtime_for(kernels: str):
     """The runtime whose launches give `kernels`' results (see the module docstring)."""
+    if kernels == "fast":
+        return fast_runtime()
     if kernels == "mirror":
         return runtime.get()
     check_kernels(kernels)
-    return fast_runtime()
 
 
 def signature(method, tensors, extra, device_of: int = 0):
@@ -112,12 +113,19 @@ def signature(method, tensors, extra, device_of: int = 0):
     `device_of` indexes the one whose device the call runs on) with the scalar arguments `extra`,
     and the tensors' addresses (0 for None); or None where the call must take the full path (an
     argument that is not a tensor, a tensor off the current device, plans switched off)."""
+    ptrs, parts = [], [method]
     try:
-        ptrs = [0 if t is None else t.data_ptr() for t in tensors]
-        # what the host mirror's decisions read of each tensor: shape, dtype, device, contiguity and
-        # the low bits of its address (the vectorized paths test 16-byte alignment)
-        key = (method, *[None if t is None else (t.shape, t.dtype, t.get_device(), t.is_contiguous(), p & 63)
-                         for t, p in zip(tensors, ptrs)], *extra)
+        for t in tensors:  # one loop, not two comprehensions: this runs on every call
+            if t is None:
+                ptrs.append(0)
+                parts.append(None)
+            else:
+                p = t.data_ptr()
+                ptrs.append(p)
+                # what the host mirror's decisions read of each tensor: shape, dtype, device,
+                # contiguity and the low bits of its address (the vectorized paths test 16-byte alignment)
+                parts.append((t.shape, t.dtype, t.get_device(), t.is_contiguous(), p & 63))
+        key = (*parts, *extra)
         device = tensors[device_of].get_device()
     except (AttributeError, TypeError):  # not a tensor: the full path raises torch's error
         return None

@@ -34,79 +34,90 @@ def needs_grad(input, weight, bias=None) -> bool:
                                         or (bias is not None and bias.requires_grad))
 
 
-def _direct_apply(cls):
-    """cls.apply without torch.autograd.Function.apply's Python step (what it calls once that step is
-    done), falling back to it while functorch transforms are active."""
-    direct = torch._C._FunctionBase.__dict__["apply"].__get__(None, cls)
-    full = cls.apply
-
-    def apply(*args):
-        return full(*args) if _transforms_active() else direct(*args)
-    return apply
+def _direct(cls):
+    """cls.apply without torch.autograd.Function.apply's Python step: what that step calls once it is
+    done (it maps over the arguments first, for functorch transforms; callers take cls.apply
+    while those are active)."""
+    return torch._C._FunctionBase.__dict__["apply"].__get__(None, cls)
 
 
 _SIGNATURE = "autograd"  # rt.plans holds each _Signature under (_SIGNATURE, the forward's plan key)
 
 
-class _Signature:
-    """What the differentiable calls with one forward plan key share: the normalized shape, eps and
-    runtime, and once the first has kept launch plans, their replays: `forward` (None: the full
-    path) and `backward`, one per (mask, incoming gradient's contiguity, each backward tensor's
-    address alignment), False where that call keeps no plan. `key`: the plan key, until `adopt`."""
-    __slots__ = ("shape", "eps", "rt", "forward", "backward", "stream", "key")
+class _Op:
+    """One differentiable op: its forward's and backward's aten names, and the api calls that run
+    them in full, as functions of (signature, tensors) and (signature, tensors, mask)."""
+    __slots__ = ("method", "backward_method", "full_forward", "full_backward")
 
-    def __init__(self, shape: tuple, eps, rt, key=None):
-        self.shape, self.eps, self.rt, self.key = shape, eps, rt, key
+    def __init__(self, method: str, backward_method: str, full_forward, full_backward):
+        self.method, self.backward_method = method, backward_method
+        self.full_forward, self.full_backward = full_forward, full_backward
+
+
+class _Signature:
+    """What the differentiable calls of one op with one forward plan key share: the normalized
+    shape, eps and runtime, and once the first has kept launch plans, their replays: `forward`
+    (None: the full path) and `backward`, one per (mask, incoming gradient's contiguity, each
+    backward tensor's address alignment), False where that call keeps no plan. `stream` reads the
+    current stream (after `adopt`, of the key's device, with no Python frame). `key`: the plan key,
+    until `adopt`."""
+    __slots__ = ("op", "shape", "eps", "rt", "forward", "backward", "stream", "key")
+
+    def __init__(self, op: _Op, shape: tuple, eps, rt, key=None):
+        self.op, self.shape, self.eps, self.rt, self.key = op, shape, eps, rt, key
         self.forward, self.backward, self.stream = None, {}, rt.getCurrentCUDAStream
 
     @staticmethod
-    def of(method: str, tensors: tuple, shape: tuple, eps, rt, found=api._UNKNOWN):
-        """(signature, addresses of `tensors`) of a differentiable call of `method`. The addresses are
+    def of(op: _Op, tensors: tuple, shape: tuple, eps, rt, found=api._UNKNOWN):
+        """(signature, addresses of `tensors`) of a differentiable call of `op`. The addresses are
         None where the call runs in full: api.signature's reasons (the signature is then a fresh
         one), and a signature's first call, whose plan `adopt` keeps afterwards. `found`:
         api.signature's answer, where the caller has it."""
         if found is api._UNKNOWN:
-            found = api.signature(method, tensors, (shape, api._eps_key(eps)))
+            found = api.signature(op.method, tensors, (shape, api._eps_key(eps)))
         if found is None:
-            return _Signature(shape, eps, rt), None
+            return _Signature(op, shape, eps, rt), None
         key, ptrs = found
         sig = rt.plans.get((_SIGNATURE, key))
         if sig is None:
-            return _Signature(shape, eps, rt, key), None
+            return _Signature(op, shape, eps, rt, key), None
         return sig, ptrs
 
     def adopt(self) -> None:
-        """After a signature's first call: keep its plan's replay (if it has a plan) and the signature."""
+        """After a signature's first call (made on its key's device, the current one): keep its plan's
+        replay (if it has a plan) and the signature."""
         key, self.key = self.key, None
         plan = self.rt.plans.get(key)
         if plan is not None:
             self.forward = plan.replayer(self.rt)
+        self.stream = self.rt.stream_reader()
         if len(self.rt.plans) >= replay.MAX_PLANS:
             self.rt.plans.clear()
         self.rt.plans[(_SIGNATURE, key)] = self
 
-    def run_forward(self, ctx, inputs: tuple, ptrs, full):
-        """The forward's output (the plan's replay where there is one, else full()); ctx.stats: its
-        statistics, for the backward."""
-        if ptrs is None or self.forward is None:
-            out, *stats = full()
+    def run_forward(self, ctx, inputs: tuple, ptrs):
+        """The forward's output (the plan's replay where there is one, else the op's full call);
+        ctx.stats: its statistics, for the backward."""
+        replay_forward = self.forward
+        if ptrs is None or replay_forward is None:
+            out, *stats = self.op.full_forward(self, inputs)
         else:
-            out, *stats = self.forward(inputs, ptrs, self.stream())
+            out, *stats = replay_forward(inputs, ptrs, self.stream())
         ctx.sig, ctx.stats = self, stats
         return out
 
-    def run_backward(self, method: str, tensors: tuple, mask: tuple, full):
+    def run_backward(self, tensors: tuple, mask: tuple):
         """The backward op's outputs for `tensors` (its arguments in the aten schema's order, the
         incoming gradient first) and `mask`: its plan's replay where this signature has one for
-        them, else full() (the api call), whose plan, if it keeps one, is kept for the next."""
+        them, else the op's full backward call, whose plan, if it keeps one, is kept for the next."""
         ptrs = [0 if t is None else t.data_ptr() for t in tensors]
         case = (mask, tensors[0].is_contiguous(), *[p & 63 for p in ptrs])
         fn = self.backward.get(case)
         if fn:
             return fn(tensors, ptrs, self.stream())
-        out = full()
+        out = self.op.full_backward(self, tensors, mask)
         if fn is None:
-            found = api.signature(method, tensors, (self.shape, mask), 1)
+            found = api.signature(self.op.backward_method, tensors, (self.shape, mask), 1)
             plan = None if found is None else self.rt.plans.get(found[0])
             self.backward[case] = False if plan is None else plan.replayer(self.rt)
         return out
@@ -124,11 +135,9 @@ def _once(backward):
 
 def _layer_norm_backward(ctx, grad_out):
     input, weight, bias = ctx.saved_tensors
-    needs, sig, (mean, rstd) = ctx.needs_input_grad, ctx.sig, ctx.stats
-    mask = (needs[0], needs[1], needs[2])
-    dX, dgamma, dbeta = sig.run_backward(
-        "native_layer_norm_backward", (grad_out, input, mean, rstd, weight, bias), mask,
-        lambda: api._native_layer_norm_backward(grad_out, input, sig.shape, mean, rstd, weight, bias, mask, sig.rt))
+    needs, (mean, rstd) = ctx.needs_input_grad, ctx.stats
+    dX, dgamma, dbeta = ctx.sig.run_backward((grad_out, input, mean, rstd, weight, bias),
+                                             (needs[0], needs[1], needs[2]))
     return dX, dgamma, dbeta, None, None
 
 
@@ -139,8 +148,7 @@ class LayerNormFunction(torch.autograd.Function):
     def forward(ctx, input, weight, bias, sig, ptrs):
         """Under sig's runtime, with sig's normalized shape and eps (input, weight and bias after
         autocast); ptrs: the inputs' addresses, where sig has a plan to replay."""
-        out = sig.run_forward(ctx, (input, weight, bias), ptrs,
-                              lambda: api._native_layer_norm(input, sig.shape, weight, bias, sig.eps, rt=sig.rt))
+        out = sig.run_forward(ctx, (input, weight, bias), ptrs)
         ctx.save_for_backward(input, weight, bias)
         return out
 
@@ -149,33 +157,36 @@ class LayerNormFunction(torch.autograd.Function):
 
 def _rms_norm_backward(ctx, grad_out):
     input, weight = ctx.saved_tensors
-    needs, sig, (rstd,) = ctx.needs_input_grad, ctx.sig, ctx.stats
-    mask = (needs[0], needs[1])
-    dX, dgamma = sig.run_backward(
-        "_fused_rms_norm_backward", (grad_out, input, rstd, weight), mask,
-        lambda: api._fused_rms_norm_backward(grad_out, input, sig.shape, rstd, weight, mask, sig.rt))
+    needs, (rstd,) = ctx.needs_input_grad, ctx.stats
+    dX, dgamma = ctx.sig.run_backward((grad_out, input, rstd, weight), (needs[0], needs[1]))
     return dX, dgamma, None, None
 
 
 class RMSNormFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, input, weight, sig, ptrs):
-        out = sig.run_forward(ctx, (input, weight), ptrs,
-                              lambda: api._fused_rms_norm(input, sig.shape, weight, sig.eps, rt=sig.rt))
+        out = sig.run_forward(ctx, (input, weight), ptrs)
         ctx.save_for_backward(input, weight)  # rstd on ctx, as LayerNorm's statistics
         return out
 
     backward = _once(_rms_norm_backward)
 
 
-_apply_layer_norm = _direct_apply(LayerNormFunction)
-_apply_rms_norm = _direct_apply(RMSNormFunction)
+_LAYER_NORM = _Op("native_layer_norm", "native_layer_norm_backward",
+                  lambda sig, t: api._native_layer_norm(t[0], sig.shape, t[1], t[2], sig.eps, rt=sig.rt),
+                  lambda sig, t, mask: api._native_layer_norm_backward(t[0], t[1], sig.shape, t[2], t[3], t[4], t[5],
+                                                                       mask, sig.rt))
+_RMS_NORM = _Op("_fused_rms_norm", "_fused_rms_norm_backward",
+                lambda sig, t: api._fused_rms_norm(t[0], sig.shape, t[1], sig.eps, rt=sig.rt),
+                lambda sig, t, mask: api._fused_rms_norm_backward(t[0], t[1], sig.shape, t[2], t[3], mask, sig.rt))
+_apply_layer_norm = _direct(LayerNormFunction)
+_apply_rms_norm = _direct(RMSNormFunction)
 
 
 def layer_norm(input, normalized_shape: tuple, weight, bias, eps: float, rt):
     """LayerNormFunction's output for input, weight and bias (after autocast) under runtime rt."""
-    sig, ptrs = _Signature.of("native_layer_norm", (input, weight, bias), normalized_shape, eps, rt)
-    out = _apply_layer_norm(input, weight, bias, sig, ptrs)
+    sig, ptrs = _Signature.of(_LAYER_NORM, (input, weight, bias), normalized_shape, eps, rt)
+    out = (LayerNormFunction.apply if _transforms_active() else _apply_layer_norm)(input, weight, bias, sig, ptrs)
     if sig.key is not None:
         sig.adopt()
     return out
@@ -183,8 +194,8 @@ def layer_norm(input, normalized_shape: tuple, weight, bias, eps: float, rt):
 
 def rms_norm(input, normalized_shape: tuple, weight, eps, rt, found=api._UNKNOWN):
     """RMSNormFunction's output for input and weight under runtime rt (found: as _Signature.of's)."""
-    sig, ptrs = _Signature.of("_fused_rms_norm", (input, weight), normalized_shape, eps, rt, found)
-    out = _apply_rms_norm(input, weight, sig, ptrs)
+    sig, ptrs = _Signature.of(_RMS_NORM, (input, weight), normalized_shape, eps, rt, found)
+    out = (RMSNormFunction.apply if _transforms_active() else _apply_rms_norm)(input, weight, sig, ptrs)
     if sig.key is not None:
         sig.adopt()
     return out

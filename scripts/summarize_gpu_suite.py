@@ -1,7 +1,8 @@
 """Turn one GPU suite run ($OUT of scripts/gpu/gpu_suite.sh) into the committed summaries
 results/gpu_suite_forward.json and results/gpu_suite_backward.json (groups named bwd_* are the
 backward's). Usage: python scripts/summarize_gpu_suite.py OUT_DIR "what was run" [NAME]
-NAME (default gpu_suite) names the files: a partial run, such as a smoke run after a refactor, is
+NAME (default gpu_suite) names the files (a run with no parity group, hence no gpu_summary.json,
+writes results/NAME.json with pytest's line alone): a partial run, such as a smoke run after a refactor, is
 written as results/NAME_{forward,backward}.json beside the full suite's, not over it.
 A re-run of some groups after a change that touches only them (say tests/gpu/test_fast_gpu.py after a
 fast-kernel change) replaces those groups in the forward summary and says so:
@@ -20,9 +21,16 @@ KEYS = ("cases", "mismatched_cases", "elements_compared", "mismatched_elements")
 def main(out_dir: str, what: str, name: str = "gpu_suite") -> None:
     out = Path(out_dir)
     env = json.loads((out / "env.json").read_text())
-    summary = json.loads((out / "gpu_summary.json").read_text())
     tail = (out / "pytest.log").read_text().strip().splitlines()[-1]
     pytest_line = re.sub(r"^=+ | =+$", "", tail)
+    if not (out / "gpu_summary.json").exists():
+        # tests that compare no parity group write no summary: one file with pytest's line
+        failed = re.search(r"\b(failed|error|errors)\b", pytest_line) is not None
+        doc = {"what": what, **env, "pytest": pytest_line, "pytest_exitstatus": int(failed)}
+        (RESULTS / f"{name}.json").write_text(json.dumps(doc, indent=1) + "\n")
+        print(name, pytest_line)
+        return
+    summary = json.loads((out / "gpu_summary.json").read_text())
     for part, pick in (("forward", lambda g: not g.startswith("bwd_")), ("backward", lambda g: g.startswith("bwd_"))):
         # a group that compared no element is a counter (e.g. fast_kernel_cases), kept apart from parity
         counters = {g: r["cases"] for g, r in summary["groups"].items() if pick(g) and not r["elements_compared"]}

@@ -74,6 +74,7 @@ GPU_TABLES = {
                           gpu("results/training_step.json") + ["Method:", "in a loop"]],
     "{% training_step_repeat %}": [gpu("results/training_step.json") + gpu("results/training_step_repeat.json")
                                    + ["Method:", "repeat"]],
+    "{% triton_wide %}": [gpu("results/triton_wide_probe.json") + ["Method:", "persistent"]],
     "{% host_floor %}": [gpu("results/host_floor.json") + ["Method:", "floor: Function"],
                          gpu("results/host_floor.json") + ["Method:", "step"]],
     "{% compiled_step %}": [gpu("results/training_step.json") + ["Method:", "torch.compile"]],

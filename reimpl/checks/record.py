@@ -33,10 +33,23 @@ def profile_launches(fn) -> list[dict]:
              "smem": int(e["args"]["shared memory"])} for e in kernels]
 
 
+def host_cpu() -> str:
+    """The host's CPU model (host timings depend on it as much as on the GPU)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
 def stamp() -> dict:
     props = torch.cuda.get_device_properties(0)
     return {"torch": torch.__version__, "git": torch.version.git_version, "cuda": torch.version.cuda,
             "device": props.name, "capability": f"{props.major}.{props.minor}",
+            "gpus": torch.cuda.device_count(), "cpu": host_cpu(), "cpus": os.cpu_count(),
             "date": datetime.date.today().isoformat()}
 
 

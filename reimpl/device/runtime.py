@@ -74,6 +74,10 @@ class RecordingRuntime:
     def getCurrentCUDAStream(self, device_index: int | None = None) -> int:
         return 0
 
+    def stream_reader(self):
+        """A function of no arguments: getCurrentCUDAStream()'s answer."""
+        return self.getCurrentCUDAStream
+
     def getCurrentDeviceProperties(self) -> dict:
         return self.properties
 
@@ -280,6 +284,12 @@ class TorchCupyRuntime:
 
     def getCurrentCUDAStream(self, device_index: int | None = None) -> int:
         return self._get_stream(self._get_device() if device_index is None else device_index)
+
+    def stream_reader(self):
+        """A function of no arguments: the current stream of the current device as it is now, for a
+        caller that asks on every call of that device (a C function with the index bound, so asking
+        costs no Python frame; the stream itself is read per call, per thread)."""
+        return functools.partial(self._get_stream, self._get_device())
 
     def getCurrentDeviceProperties(self) -> dict:
         st = self._state(self._get_device())

@@ -27,6 +27,7 @@ NCU = RESULTS / "ncu_ladder.json"
 AFFINE = RESULTS / "row_held_affine.json"
 RESOURCES = RESULTS / "row_held_resources.json"
 TRITON_PROBE = RESULTS / "triton_probe.json"
+TRITON_WIDE = RESULTS / "triton_wide_probe.json"
 PAIRS = (("row_held", "torch_layer_norm"), ("rms_row_held", "torch_rms_norm"),
          ("triton_ln", "torch_layer_norm"), ("triton_rms", "torch_rms_norm"),
          ("liger_layer_norm", "torch_layer_norm"), ("liger_rms_norm", "torch_rms_norm"),
@@ -141,6 +142,35 @@ def triton_plan() -> str:
         used = "yes" if (tile, thread) == (triton_rungs.TILE_BYTES, triton_rungs.THREAD_BYTES) else ""
         lines.append(f"| {tile} | {thread} | {med[name]['triton_ln']:.1f} | {med[name]['triton_rms']:.1f} | "
                      f"{low['triton_ln']:.0f} / {low['triton_rms']:.0f} | {used} |")
+    return "\n".join(lines) + "\n"
+
+
+def triton_wide_rows(d: dict) -> list[dict]:
+    """Per cell of the persistent-program probe: the rung's % of copy, the best persistent variant's
+    and its setting (warps, programs an SM, num_stages, prefetch, weights once)."""
+    out = []
+    for r in d["rows"]:
+        best = max((v, k) for k, v in r.items() if isinstance(v, float) and k not in ("copy_ms", "rung"))
+        out.append({"dtype": r["dtype"], "M": r["M"], "N": r["N"], "rung": r["rung"], "best": best[0],
+                    "setting": best[1]})
+    return out
+
+
+def triton_wide() -> str:
+    """The persistent Triton LayerNorm forward against the rung on few rows of wide ones
+    (scripts/gpu/triton_wide_probe.py)."""
+    d = load(TRITON_WIDE)
+    if d is None:
+        return MISSING.format(cmd="python scripts/gpu/triton_wide_probe.py results/triton_wide_probe.json",
+                              file=TRITON_WIDE.name)
+    lines = [caption("% of copy of `triton_ln`'s forward (one program a row) and of the best variant of a "
+                     "persistent program (one or two an SM, each walking rows a grid apart) on each cell; the "
+                     "variant's setting: warps, programs an SM, the loop's `num_stages`, whether the next row's "
+                     f"load is issued before this row's arithmetic, whether weight and bias are loaded once; "
+                     f"Triton {d['triton']}", d, d["method"]),
+             "| dtype | M x N | `triton_ln` | persistent, best | its setting |", "|---|---|--:|--:|---|"]
+    for r in triton_wide_rows(d):
+        lines.append(f"| {r['dtype']} | {r['M']} x {r['N']} | {r['rung']:.1f} | {r['best']:.1f} | `{r['setting']}` |")
     return "\n".join(lines) + "\n"
 
 

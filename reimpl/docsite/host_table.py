@@ -328,14 +328,14 @@ def training_step_repeat(paths=(RESULTS / "training_step.json", RESULTS / "train
     rows = ["*Training step over torch's, each copy, in the record above (run 1) and in a repeat of the same "
             "script and code on another machine of the same kind (run 2); the control is torch's norms again. "
             "Method: " + runs[0]["method"] + ". " + "; ".join(f"run {i}: {_stamp(d)}" for i, d in enumerate(runs, 1))
-            + ".*", "", "| model | run | torch (ms) | fast / torch | in torch / torch | control / torch |",
-            "|---|--:|--:|--:|--:|--:|"]
+            + ".*", "", "| model | run | torch (ms) | fast / torch | in torch / torch | control / torch "
+            "| torch's batch-1 inference (ms) |", "|---|--:|--:|--:|--:|--:|--:|"]
     for k in range(len(runs[0]["rows"])):
         for i, d in enumerate(runs, 1):
             r = d["rows"][k]
             q = step_ratios(r)
             rows.append(f"| {_short(r['model'])} | {i} | {r['torch_norms_ms']:.2f} | {q['fast']:.3f} "
-                        f"| {q['in torch']:.3f} | {q['control']:.3f} |")
+                        f"| {q['in torch']:.3f} | {q['control']:.3f} | {r['inference_batch1_torch_ms']:.2f} |")
     return "\n".join(rows) + "\n"
 
 

@@ -10,7 +10,7 @@
     {% layers %}             the package's layers (reimpl/layers.py): folder, purpose, what each may import
     {% ladder_* ARG %}, {% rung_index %}   the study ladder's tables, charts and rung index
                              (reimpl/docsite/ladder_tables.py)
-    {% ladder_grid %}, {% ladder_grid_ncu %}, {% triton_plan %}, {% row_held_affine %}   the top rungs
+    {% ladder_grid %}, {% ladder_grid_ncu %}, {% triton_plan %}, {% triton_wide %}, {% row_held_affine %}   the top rungs
                              over the shared grid, their profile, the Triton plan's probe and the held
                              rung's fused affine step (reimpl/docsite/grid_tables.py)
     {% ladder_backward_grid %}, {% ladder_backward DTYPE %}, {% ladder_backward_verdict %}, {% backward_probe %},
@@ -123,6 +123,8 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return grid_tables.affine_table()
         if kind == "triton_plan" and not arg:
             return grid_tables.triton_plan()
+        if kind == "triton_wide" and not arg:
+            return grid_tables.triton_wide()
         if kind == "ladder_backward_grid" and not arg:
             return backward_tables.grid_table()
         if kind == "ladder_backward" and arg in ladder_tables.ITEMSIZE:

@@ -18,7 +18,8 @@ from reimpl.checks.record import stamp  # noqa: E402
 
 STEPS, ROUNDS = 20, 7
 SHAPES = (("layer_norm", "bf16", 16384, 1024), ("rms_norm", "bf16", 8192, 4096), ("layer_norm", "fp16", 2048, 16384),
-          ("layer_norm", "bf16", 65536, 768), ("layer_norm", "fp32", 8192, 4096))
+          ("layer_norm", "bf16", 65536, 768), ("layer_norm", "fp32", 8192, 4096), ("rms_norm", "bf16", 16384, 1024),
+          ("layer_norm", "fp32", 16384, 1024))
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
