@@ -106,7 +106,9 @@ GPU_TABLES["{% numerics_example %}"] = [gpu("results/numerics_example.json") + [
 
 # the host dispatch read from newer copies of the source: no device, but the file and its date
 _HOST = ["`reference/host_dispatch.json`", _json("reference/host_dispatch.json")["date"], "no GPU run", "Method:"]
+_CPP = _json("results/cpp_node_probe.json")
 READ_TABLES = {
+    "{% cpp_node %}": [[_CPP["cpu"], f"torch {_CPP['torch']}", _CPP["date"], "no GPU", "Method:"]],
     "{% releases_copies %}": [_HOST],
     "{% releases_host %}": [_HOST],
     "{% releases_host_changes %}": [_HOST],

@@ -350,3 +350,16 @@ def test_the_persistent_triton_probe_says_what_the_rungs_page_says():
             f"{-worst:.1f} points on another of them") in flat
     settings = [sum(isinstance(v, float) and k not in ("copy_ms", "rung") for k, v in r.items()) for r in d["rows"]]
     assert f"in up to {max(settings)} settings on each of {len(d['rows'])} cells" in flat
+
+
+def test_the_cpp_node_probe_says_what_the_guide_says():
+    """The C++ node, doing more (key and lookup), costs less than the Python Function, by the ratio the
+    guide gives."""
+    import json
+    d = json.loads((ROOT / "results/cpp_node_probe.json").read_text())
+    by = {r["node"].split(":")[0]: r for r in d["rows"]}
+    ratio = by["C++ Function"]["forward_grad_us"] / by["Python Function"]["forward_grad_us"]
+    assert ratio < 1 and by["C++ Function"]["forward_backward_us"] < by["Python Function"]["forward_backward_us"]
+    flat = " ".join((ROOT / "docs/guide/training.md").read_text().split())
+    assert f"the C++ node costs {ratio:.2f} times the Python `Function` that skips them" in flat
+    assert "| C++ Function: key, lookup, three allocations, launch call |" in host_table.cpp_node()

@@ -413,3 +413,19 @@ def compiled_profile(path: Path = RESULTS / "compiled_norms_profile.json") -> st
         rows.append(f"| {names[r['model']]}, {who} | {r['graphs']} ({r['graph_breaks']}) | " + " | ".join(cells)
                     + f" | {r['gpu_ms']:.2f} ({sum(r['launches_by_family'].values())}) |")
     return "\n".join(rows) + "\n"
+
+
+def cpp_node(path: Path = RESULTS / "cpp_node_probe.json") -> str:
+    """A C++ autograd node against a Python one on a CPU machine (scripts/cpp_node_probe.py)."""
+    if not path.exists():
+        return "*Not measured yet: run `python scripts/cpp_node_probe.py results/cpp_node_probe.json`.*\n"
+    d = json.loads(path.read_text())
+    out = [f"*Host µs per call on a CPU machine, CPU tensors at {d['shape'][0]} x {d['shape'][1]} fp32, one thread: "
+           "a C++ autograd node doing what our replayed call does (key, lookup, three allocations, a launch "
+           "through a function pointer that does nothing), a Python one doing less (three allocations, no "
+           "key), and torch's F.layer_norm, which also computes on the CPU (for scale). Method: "
+           f"{d['method']}. {d['cpu']}, torch {d['torch']}, {d['date']}, no GPU.*", "",
+           "| node | forward, grad | forward+backward |", "|---|--:|--:|"]
+    for r in d["rows"]:
+        out.append(f"| {r['node']} | {r['forward_grad_us']:.2f} | {r['forward_backward_us']:.2f} |")
+    return "\n".join(out) + "\n"
