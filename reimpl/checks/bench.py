@@ -98,8 +98,10 @@ def gpu_time(fns: dict, reps: int = 50, rounds: int = 5, spin_cycles: int = 20_0
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
-def host_us(fns: dict, calls: int = 2000, rounds: int = 7) -> dict[str, float]:
-    """Median microseconds of host time per call (the GPU keeps up: the kernels are tiny)."""
+def host_us(fns: dict, calls: int = 2000, rounds: int = 7, wait: bool = False) -> dict[str, float]:
+    """Median microseconds of host time per call (the GPU keeps up: the kernels are tiny), the fns
+    taking turns round by round. With `wait`, each round's clock stops when the GPU has finished its
+    calls too (the slower of host and GPU sets the time)."""
     out = {k: [] for k in fns}
     for fn in fns.values():
         for _ in range(100):
@@ -110,6 +112,8 @@ def host_us(fns: dict, calls: int = 2000, rounds: int = 7) -> dict[str, float]:
             t0 = time.perf_counter()
             for _ in range(calls):
                 fn()
+            if wait:
+                torch.cuda.synchronize()
             t1 = time.perf_counter()
             torch.cuda.synchronize()
             out[k].append((t1 - t0) / calls * 1e6)

@@ -339,8 +339,7 @@ def training_step_repeat(paths=(RESULTS / "training_step.json", RESULTS / "train
     return "\n".join(rows) + "\n"
 
 
-def load_floor(path: Path = RESULTS / "host_floor.json") -> dict | None:
-    return json.loads(path.read_text()) if path.exists() else None
+FLOOR = RESULTS / "host_floor.json"  # scripts/gpu/host_floor.py's record
 
 
 def host_floor(d: dict | None) -> str:

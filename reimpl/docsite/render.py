@@ -92,7 +92,7 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
         if kind == "cpp_node" and not arg:
             return host_table.cpp_node()
         if kind == "host_floor" and not arg:
-            return host_table.host_floor(host_table.load_floor())
+            return host_table.host_floor(host_table.load(host_table.FLOOR))
         if kind == "compiled_step" and not arg:
             return host_table.compiled_step()
         if kind == "compiled_profile" and not arg:

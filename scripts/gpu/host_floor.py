@@ -16,9 +16,7 @@ for inside the clock) for torch, fast and the floor Function (its backward repla
 plan, the addresses read from the tensors) at 8 x 1024 fp32 and on two 32 MB bf16 shapes.
 Usage (a CUDA machine): python scripts/gpu/host_floor.py OUT.json"""
 import json
-import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -27,6 +25,7 @@ import torch  # noqa: E402
 
 import reimpl  # noqa: E402
 from reimpl import api, autograd  # noqa: E402
+from reimpl.checks import bench, host  # noqa: E402
 from reimpl.checks.record import stamp  # noqa: E402
 
 F = torch.nn.functional
@@ -73,38 +72,13 @@ def floor_functions(op, x, w, b, N):
         @staticmethod
         def backward(ctx, g):
             return (g,) + (None,) * (n - 1)
-    floor = torch._C._FunctionBase.__dict__["apply"].__get__(None, Floor)
-    empty = torch._C._FunctionBase.__dict__["apply"].__get__(None, Empty)
+    floor, empty = autograd._direct(Floor), autograd._direct(Empty)
     return replay, lambda: floor(*inputs), lambda: empty(*inputs), floor
 
 
-def _round(fn, calls, wait):
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    if wait:
-        torch.cuda.synchronize()
-    return (time.perf_counter() - t0) / calls * 1e6
-
-
 def turns(fns: dict, calls: int, rounds: int, wait=False) -> dict:
-    for fn in fns.values():
-        for _ in range(20):
-            fn()
-    times = {k: [] for k in fns}
-    for _ in range(rounds):
-        for k, fn in fns.items():
-            times[k].append(_round(fn, calls, wait))
-    torch.cuda.synchronize()
-    return {k: round(statistics.median(v), 2) for k, v in times.items()}
-
-
-def inputs(op, M, N, dtype, grad):
-    x = torch.randn(M, N, device="cuda", dtype=dtype, requires_grad=grad)
-    w = torch.randn(N, device="cuda", dtype=dtype, requires_grad=grad)
-    b = torch.randn(N, device="cuda", dtype=dtype, requires_grad=grad)
-    return x, w, b
+    """bench.host_us's medians, rounded for the record."""
+    return {k: round(v, 2) for k, v in bench.host_us(fns, calls, rounds, wait).items()}
 
 
 def calls(op, x, w, b, N):
@@ -120,17 +94,16 @@ def main(out: str) -> None:
               "rows": []}
     for op in ("layer_norm", "rms_norm"):
         for M, N, dtype in SHAPES:
-            x, w, b = inputs(op, M, N, dtype, True)
+            x, w, b = host._inputs(op, M, N, dtype, True)
             g = torch.randn(M, N, device="cuda", dtype=dtype)
             torch_call, fast_call = calls(op, x, w, b, N)
             params = (x, w, b) if op == "layer_norm" else (x, w)
             for _ in range(3):
                 torch.autograd.grad(fast_call(), params, g)  # the first calls record the plans
             replay, floor_fn, empty_fn, floor = floor_functions(op, x, w, b, N)
-            floor_inputs = params
             steps = turns({"torch": lambda: torch.autograd.grad(torch_call(), params, g),
                            "fast": lambda: torch.autograd.grad(fast_call(), params, g),
-                           "floor: Function": lambda: torch.autograd.grad(floor(*floor_inputs), params, g)},
+                           "floor: Function": lambda: torch.autograd.grad(floor(*params), params, g)},
                           STEPS, 7, wait=True)
             row = {"op": op, "M": M, "N": N, "dtype": str(dtype).removeprefix("torch."), "step_us": steps}
             if M * N <= 1 << 16:
