@@ -24,7 +24,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from . import api
-from .device import replay
+from .device import native, replay
 
 _transforms_active = torch._C._are_functorch_transforms_active
 
@@ -83,9 +83,9 @@ class _Signature:
             return _Signature(op, shape, eps, rt, key), None
         return sig, ptrs
 
-    def adopt(self) -> None:
+    def adopt(self):
         """After a signature's first call (made on its key's device, the current one): keep its plan's
-        replay (if it has a plan) and the signature."""
+        replay (if it has a plan) and the signature. Returns the plan, or None."""
         key, self.key = self.key, None
         plan = self.rt.plans.get(key)
         if plan is not None:
@@ -94,6 +94,7 @@ class _Signature:
         if len(self.rt.plans) >= replay.MAX_PLANS:
             self.rt.plans.clear()
         self.rt.plans[(_SIGNATURE, key)] = self
+        return plan
 
     def run_forward(self, ctx, inputs: tuple, ptrs):
         """The forward's output (the plan's replay where there is one, else the op's full call);
@@ -183,19 +184,57 @@ _apply_layer_norm = _direct(LayerNormFunction)
 _apply_rms_norm = _direct(RMSNormFunction)
 
 
+_native = None  # the C++ replay's module (reimpl/device/native.py) once asked for; False: there is none
+
+
+def _native_module():
+    global _native
+    if _native is None:
+        _native = native.module() or False
+    return _native
+
+
+def native_call(op: int, rt, tensors: tuple, normalized_shape: tuple, eps):
+    """The C++ replay's output for a call that records a graph and has an entry there (the node is
+    a C++ one, its backward this signature's run_backward); None: the call takes the Python path."""
+    mod = _native if _native is not None else _native_module()
+    if not mod or not api.USE_PLANS or _transforms_active():
+        return None
+    if op == native.LAYER_NORM:
+        return mod.layer_norm(*tensors, normalized_shape, eps, id(rt))
+    return mod.rms_norm(*tensors, normalized_shape, eps, id(rt))
+
+
+def backward_under_graph(sig, tensors: tuple, mask: tuple):
+    """The C++ node's backward where a graph of the backward is asked for: under once_differentiable,
+    as the Python node's (_once), so that differentiating it again raises torch's error."""
+    return once_differentiable(lambda _ctx, *_grads: sig.run_backward(tensors, mask))(None, tensors[0])
+
+
+def _adopt(sig, op: int, tensors: tuple, normalized_shape: tuple, eps) -> None:
+    """A signature's first call done: keep its plan, and give the C++ replay an entry for it."""
+    plan = sig.adopt()
+    if plan is not None and (_native if _native is not None else _native_module()):
+        native.add(op, sig.rt, tensors, normalized_shape, eps, sig, plan)
+
+
 def layer_norm(input, normalized_shape: tuple, weight, bias, eps: float, rt):
     """LayerNormFunction's output for input, weight and bias (after autocast) under runtime rt."""
+    out = native_call(native.LAYER_NORM, rt, (input, weight, bias), normalized_shape, eps)
+    if out is not None:
+        return out
     sig, ptrs = _Signature.of(_LAYER_NORM, (input, weight, bias), normalized_shape, eps, rt)
     out = (LayerNormFunction.apply if _transforms_active() else _apply_layer_norm)(input, weight, bias, sig, ptrs)
     if sig.key is not None:
-        sig.adopt()
+        _adopt(sig, native.LAYER_NORM, (input, weight, bias), normalized_shape, eps)
     return out
 
 
 def rms_norm(input, normalized_shape: tuple, weight, eps, rt, found=api._UNKNOWN):
-    """RMSNormFunction's output for input and weight under runtime rt (found: as _Signature.of's)."""
+    """RMSNormFunction's output for input and weight under runtime rt (found: as _Signature.of's).
+    The caller has asked native_call first (reimpl/functional.py, before its route's checks)."""
     sig, ptrs = _Signature.of(_RMS_NORM, (input, weight), normalized_shape, eps, rt, found)
     out = (RMSNormFunction.apply if _transforms_active() else _apply_rms_norm)(input, weight, sig, ptrs)
     if sig.key is not None:
-        sig.adopt()
+        _adopt(sig, native.RMS_NORM, (input, weight), normalized_shape, eps)
     return out

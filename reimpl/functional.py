@@ -18,10 +18,12 @@ from . import autograd as _autograd
 from . import ops
 from .api import (_UNKNOWN, _as_shape, _check_devices, _fused_rms_norm, _native_layer_norm, autocast_fp32,
                   check_kernels, rms_norm_signature, runtime_for)
+from .device import native as _native
 from .mirror.input_checks import _check_rms_norm_inputs_symint
 
 _is_compiling = torch.compiler.is_compiling
 _is_autocast_enabled = torch.is_autocast_enabled
+_is_grad_enabled = torch.is_grad_enabled
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5, *, kernels: str = "mirror"):
@@ -80,6 +82,10 @@ def rms_norm(input, normalized_shape, weight=None, eps: float | None = None, *, 
     check_kernels(kernels)
     normalized_shape = _as_shape(normalized_shape)
     eps = None if eps is None else float(eps)  # the binding's optional double; also the plan key's
+    if _is_grad_enabled() and not _is_compiling():  # the C++ replay serves differentiable fused calls
+        out = _autograd.native_call(_native.RMS_NORM, runtime_for(kernels), (input, weight), normalized_shape, eps)
+        if out is not None:
+            return out
     route, found = _route_key(input, normalized_shape, weight, eps)
     if route is not None and route in _FUSED_ROUTES:  # checked before, and fused: go straight there
         return _fused(input, normalized_shape, weight, eps, kernels, found)

@@ -72,6 +72,9 @@ class Plan:
         self._compiled: dict = {}  # keep -> the replay function, made on first use (see _compile)
         self._device = next((spec[2] for spec in outputs if spec is not None), None)
 
+    likes = property(lambda self: self._likes)
+    device = property(lambda self: self._device)  # the outputs' device
+
     def spare(self, keep: int) -> tuple[tuple, int]:
         """Where the outputs past the first `keep` sit in the scratch block a replay with `keep`
         writes them to: (offset of each, in order), and the block's size; 256-byte aligned, as the

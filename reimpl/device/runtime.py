@@ -62,6 +62,21 @@ def _pack(kernel, args, kinds: tuple[str, ...] | None = None) -> tuple:
     return tuple(out)
 
 
+class Plans(dict):
+    """A runtime's launch plans (reimpl/device/replay.py), by key. Emptying it also drops the
+    runtime's entries in the C++ replay (reimpl/device/native.py), which replays the same plans."""
+    __slots__ = ("token",)
+
+    def __init__(self, token: int):
+        super().__init__()
+        self.token = token  # the runtime's id, as the C++ replay knows it
+
+    def clear(self) -> None:
+        super().clear()
+        from . import native
+        native.forget(self.token)
+
+
 class RecordingRuntime:
     """Runs the host dispatch without a device: launches are recorded, not executed."""
 
@@ -260,7 +275,7 @@ class TorchCupyRuntime:
         self._load_lock = threading.RLock()
         self.record: list[Launch] | None = None  # set to a list to also record live launches
         self.compile_extra: tuple[str, ...] = ()  # NVRTC options beyond torch's (gpu_trace adds its switch)
-        self.plans: dict = {}  # launch plans (reimpl/device/replay.py)
+        self.plans = Plans(id(self))
         self.launch_counts = [0] * 8  # replayed launches by `counter` slot; slot 0: those nobody asks about
 
     def use_compile_options(self, options: tuple[str, ...]) -> None:
@@ -403,18 +418,31 @@ class TorchCupyRuntime:
         launch_counts[counter(kernel)]."""
         counts, slot = self.launch_counts, self.counter(kernel)
         slow = functools.partial(self.launch, kernel, grid, block, shared)
-        direct = type(self).launch is TorchCupyRuntime.launch or type(self).binds_directly
-        if not direct or self.launch_mode != "driver":
+        if not self._binds_directly():
             def launch(stream, *args):
                 counts[slot] += 1
                 slow(stream, *args)
             return launch
+        device, fn = self._direct(kernel)
+        return fn.launcher(grid, block, shared, self, device, counts, slot, slow)
+
+    def _direct(self, kernel):
+        """(current device, kernel's _DriverLaunch there), the device's context made current."""
         device = self._get_device()
         if device not in getattr(self._thread, "ready", ()):
             self._ensure_context(device)
         st = self._devices.get(device)
-        fn = (st.functions.get(kernel) if st is not None else None) or self._function(device, kernel)
-        return fn.launcher(grid, block, shared, self, device, counts, slot, slow)
+        return device, (st.functions.get(kernel) if st is not None else None) or self._function(device, kernel)
+
+    def _binds_directly(self) -> bool:
+        """Whether a plan may launch this runtime's functions itself, skipping launch() (see bind)."""
+        direct = type(self).launch is TorchCupyRuntime.launch or type(self).binds_directly
+        return direct and self.launch_mode == "driver"
+
+    def direct_function(self, kernel) -> int | None:
+        """The CUfunction a plan's launch of `kernel` calls on the current device, for a replay made
+        outside Python (reimpl/device/native.py); None where bind() would go through launch()."""
+        return self._direct(kernel)[1]._fn if self._binds_directly() else None
 
     def launch(self, kernel, grid, block, shared: int, stream: int, *args) -> None:
         fn = self._current_function(kernel)

@@ -428,3 +428,28 @@ def cpp_node(path: Path = RESULTS / "cpp_node_probe.json") -> str:
     for r in d["rows"]:
         out.append(f"| {r['node']} | {r['forward_grad_us']:.2f} | {r['forward_backward_us']:.2f} |")
     return "\n".join(out) + "\n"
+
+
+NATIVE = RESULTS / "host_overhead_native.json"  # scripts/gpu/host_bench.py with the C++ replay loaded
+
+
+def native_ratios(python: dict, native: dict) -> dict:
+    """(op, api, pass) -> (fast / torch with the Python node, fast / torch with the C++ node), each
+    ratio within its own record's run."""
+    a, b = cells(python), cells(native)
+    return {k: (a[k]["fast"] / a[k]["torch"], b[k]["fast"] / b[k]["torch"]) for k in a if k in b}
+
+
+def host_native(python: dict | None, native: dict | None) -> str:
+    """The host matrix's fast / torch ratios before and after the C++ node, side by side."""
+    if python is None or native is None:
+        return ("*Not measured yet: run `python scripts/gpu/host_bench.py results/host_overhead_native.json` "
+                "on a GPU with a C++ compiler and ninja.*\n")
+    out = [f"*`reimpl.fast`'s host time over torch's, per call (torch's own time is in each record). Python node: "
+           f"`results/host_overhead.json`, {_stamp(python)}. C++ node: `results/host_overhead_native.json`, "
+           f"{_stamp(native)}. Each ratio is taken within its own run; a bold ratio is over {LIMIT}.*", "",
+           "| op | API | pass | Python node | C++ node |", "|---|---|---|--:|--:|"]
+    for (op, api, pass_), (before, after) in native_ratios(python, native).items():
+        cell = [f"**{r:.2f}**" if r > LIMIT else f"{r:.2f}" for r in (before, after)]
+        out.append(f"| {OPS[op]} | {api} | {pass_} | {cell[0]} | {cell[1]} |")
+    return "\n".join(out) + "\n"
