@@ -118,10 +118,20 @@ class _Signature:
             return fn(tensors, ptrs, self.stream())
         out = self.op.full_backward(self, tensors, mask)
         if fn is None:
-            found = api.signature(self.op.backward_method, tensors, (self.shape, mask), 1)
-            plan = None if found is None else self.rt.plans.get(found[0])
+            plan = self.backward_plan(tensors, mask)
             self.backward[case] = False if plan is None else plan.replayer(self.rt)
         return out
+
+    def run_backward_under_graph(self, tensors: tuple, mask: tuple):
+        """run_backward where a graph of the backward is asked for (the C++ node's create_graph case):
+        under once_differentiable, as the Python node's (_once), so that differentiating it again
+        raises torch's error."""
+        return once_differentiable(lambda _ctx, *_grads: self.run_backward(tensors, mask))(None, tensors[0])
+
+    def backward_plan(self, tensors: tuple, mask: tuple):
+        """The launch plan the backward op's full call for these tensors and mask kept, or None."""
+        found = api.signature(self.op.backward_method, tensors, (self.shape, mask), 1)
+        return None if found is None else self.rt.plans.get(found[0])
 
 
 def _once(backward):
@@ -203,12 +213,6 @@ def native_call(op: int, rt, tensors: tuple, normalized_shape: tuple, eps):
     if op == native.LAYER_NORM:
         return mod.layer_norm(*tensors, normalized_shape, eps, id(rt))
     return mod.rms_norm(*tensors, normalized_shape, eps, id(rt))
-
-
-def backward_under_graph(sig, tensors: tuple, mask: tuple):
-    """The C++ node's backward where a graph of the backward is asked for: under once_differentiable,
-    as the Python node's (_once), so that differentiating it again raises torch's error."""
-    return once_differentiable(lambda _ctx, *_grads: sig.run_backward(tensors, mask))(None, tensors[0])
 
 
 def _adopt(sig, op: int, tensors: tuple, normalized_shape: tuple, eps) -> None:

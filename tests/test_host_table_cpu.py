@@ -1,6 +1,7 @@
 """CPU-only: the training guide's host-cost tables are drawn from results/host_overhead.json (a
 fixture here, not a committed result), say "not measured yet" without it, and the sentences the
 guide states about the committed record hold for it."""
+import json
 import re
 from pathlib import Path
 
@@ -379,3 +380,30 @@ def test_the_cpp_node_section_says_what_its_record_shows():
     flat = " ".join((ROOT / "docs/guide/training.md").read_text().split())
     assert f"no cell costs more than {host_table.LIMIT} times torch's" in flat
     assert "{% host_native %}" in flat
+
+
+def test_the_cpp_node_sections_numbers_are_its_records():
+    """training.md: a backward through autograd at 0.93 to 1.08 times torch's with the C++ node; GPT-2's
+    step and inference ratios with it, the control's, and the earlier repeat's ratios it compares with."""
+    flat = " ".join((ROOT / "docs/guide/training.md").read_text().split())
+    ratios = host_table.native_ratios(host_table.load(), host_table.load(host_table.NATIVE))
+    backward = [after for (op, api, p), (_, after) in ratios.items() if p == "backward" and api != "aten"]
+    assert f"costs {min(backward):.2f} to {max(backward):.2f} times torch's" in flat
+    r = json.loads(host_table.TRAINING_NATIVE.read_text())["rows"][0]
+    assert r["params_bit_identical"] and r["model"].startswith("GPT-2")
+    step, control = r["fast_norms_ms"] / r["torch_norms_ms"], r["control_ms"] / r["torch_norms_ms"]
+    infer = r["inference_batch1_fast_ms"] / r["inference_batch1_torch_ms"]
+    assert f"The step is {step:.3f} times torch's, with the control at {control:.3f}" in flat
+    assert f"batch-1 inference is {infer:.3f} times torch's" in flat
+    assert step > 1 and infer > 1  # "still above torch's"
+    repeat = json.loads((host_table.RESULTS / "training_step_repeat.json").read_text())["rows"]
+    earlier = [x["fast_norms_ms"] / x["torch_norms_ms"] for x in repeat if x["model"].startswith("GPT-2")]
+    earlier += [x["inference_batch1_fast_ms"] / x["inference_batch1_torch_ms"] for x in repeat
+                if x["model"].startswith("GPT-2") and "inference_batch1_fast_ms" in x]
+    assert f"Python node's {min(earlier):.3f} to {max(earlier):.3f} on the earlier repeat" in flat
+    assert step < min(earlier) and infer < min(earlier)
+    in_torch = r["in_torch_norms_ms"] / r["torch_norms_ms"]
+    assert (f"GPT-2's step through the `reimpl.nn` modules was {step:.3f} times torch's, and installed in torch "
+            f"{in_torch:.3f} times") in flat
+    gpt2 = next(x for x in repeat if x["model"].startswith("GPT-2"))
+    assert f"(torch's step there: {gpt2['torch_norms_ms']:.2f} ms)" in flat

@@ -100,12 +100,12 @@ def test_without_a_cuda_driver_the_module_serves_nothing(mod):
     assert mod.available() is False
 
 
-def test_a_plan_with_a_scratch_buffer_or_an_indirect_launch_gets_no_entry():
+def test_a_plans_spec_names_each_argument_and_an_indirect_launch_gets_none():
     from reimpl.device.replay import Plan
 
     class Kernel:
         class template:
-            params = ("ptr", "int")
+            params = ("ptr", "int", "ptr", "T_ACC")
         T_ACC = torch.empty(0).numpy().dtype
 
     class Rt:
@@ -116,12 +116,35 @@ def test_a_plan_with_a_scratch_buffer_or_an_indirect_launch_gets_no_entry():
             return self.fn
 
         def counter(self, kernel):
-            return 0
+            return 3
     out = ((4,), torch.float32, torch.device("cpu"))
-    plain = Plan((out,), ((Kernel, (1, 1, 1), (32, 1, 1), 0, ((True, 1), (False, 4))),), 1)
-    assert native.entry_spec(Rt(123), plain) == ([((4,), torch.float32, -1)],
-                                                 [(123, (1, 1, 1), (32, 1, 1), 0, 0,
-                                                   [(native.PTR, 1, 0, 0.0), (native.I32, 0, 4, 0.0)])])
-    assert native.entry_spec(Rt(None), plain) is None
-    scratch = Plan((out,), ((Kernel, (1, 1, 1), (32, 1, 1), 0, (("scratch", 64), (False, 4))),), 1)
-    assert native.entry_spec(Rt(123), scratch) is None
+    plan = Plan((out, None), ((Kernel, (1, 1, 1), (32, 1, 1), 0,
+                               ((True, 1), (False, 4), ("scratch", 64), (False, 0.5))),), 1)
+    assert native.entry_spec(Rt(123), plan) == (
+        [((4,), torch.float32, -1), None],
+        [(123, (1, 1, 1), (32, 1, 1), 0, 3, [(native.PTR, 1, 0, 0.0), (native.I32, 0, 4, 0.0),
+                                             (native.SCRATCH, 0, 64, 0.0), (native.F32, 0, 0, 0.5)])])
+    assert native.entry_spec(Rt(None), plan) is None
+
+
+def test_a_backward_that_builds_a_graph_refuses_a_second_derivative():
+    """The C++ node's backward under create_graph runs the signature's run_backward_under_graph: its
+    gradients, differentiated again, raise torch's once_differentiable error, as the Python node's."""
+    from reimpl import autograd
+
+    class Sig(autograd._Signature):
+        __slots__ = ()
+
+        def run_backward(self, tensors, mask):
+            return tensors[1] * 2, None  # dX, and no weight gradient
+
+    class Rt:
+        getCurrentCUDAStream = None
+    sig = Sig(None, (3,), 1e-5, Rt())
+    g, x = torch.ones(3, requires_grad=True), torch.ones(3, requires_grad=True)
+    with torch.enable_grad():
+        dx, dw = sig.run_backward_under_graph((g, x), (True, False))
+    assert dw is None
+    assert torch.equal(dx.detach(), torch.full((3,), 2.0))
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        dx.sum().backward()

@@ -86,3 +86,26 @@ def test_the_training_step_and_host_floor_figures():
     assert two["pytest_exitstatus"] == 0 and two["totals"]["mismatched_elements"] == 0
     passed = int(two["pytest"].split()[0])
     assert f"{passed} passed, 0 of {two['totals']['elements_compared']:,} elements differ" in text
+
+
+def test_the_cpp_node_figures():
+    """The README's figures for the C++ node's records (results/*_native.json)."""
+    from reimpl.docsite import host_table
+    text = _readme()
+    native = _record("host_overhead_native.json")
+    cells = host_table.cells(native)
+    ratio = {k: c["fast"] / c["torch"] for k, c in cells.items()}
+    grad = [r for k, r in ratio.items() if k[2] == "forward, grad"]
+    backward = [r for k, r in ratio.items() if k[2] == "backward" and k[1] != "aten"]
+    assert f"Forward with grad {min(grad):.2f}-{max(grad):.2f}× torch's" in text
+    assert f"backward through autograd {min(backward):.2f}-{max(backward):.2f}×" in text
+    assert f"every cell at most {max(ratio.values()):.2f}×" in text
+    slower = sum(r["fast"] > r["torch"] for r in native["steps"])
+    assert f"slower than torch's on {slower} of {len(native['steps'])} rows" in text
+    r = _record("training_step_native.json")["rows"][0]
+    assert r["params_bit_identical"]
+    assert (f"GPT-2's step is {r['fast_norms_ms'] / r['torch_norms_ms']:.3f}× torch's and batch-1 inference "
+            f"{r['inference_batch1_fast_ms'] / r['inference_batch1_torch_ms']:.3f}× (the control "
+            f"{r['control_ms'] / r['torch_norms_ms']:.3f}×)") in text
+    passed = _record("gpu_tests_native.json")["pytest"].split(" passed")[0]
+    assert f"GPU tests: {passed} passed." in text

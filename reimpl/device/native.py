@@ -28,7 +28,7 @@ from .compile import cache_dir
 
 SOURCE = Path(__file__).parent / "native" / "plans.cpp"
 NAME = "reimpl_native_plans"
-PTR, I32, I64, F32, F64 = range(5)  # argument kinds (plans.cpp: ArgKind)
+PTR, I32, I64, F32, F64, SCRATCH = range(6)  # argument kinds (plans.cpp: ArgKind)
 LAYER_NORM, RMS_NORM = 0, 1         # ops (plans.cpp: Entry::op)
 _SCALAR_KIND = {"int": I32, "int64": I64}
 
@@ -81,15 +81,13 @@ def module():
 
 
 def entry_spec(rt, plan):
-    """A plan (reimpl/device/replay.py) as `add` takes it: ([(shape, dtype, like)], [(function,
-    grid, block, shared, slot, [(kind, index, int, float)])]); None where the C++ replay cannot make
-    its launches: an output not allocated, a launch not made directly through the driver (the
-    runtime's `direct_function`), or a scratch buffer (a stream's, asked for per replay)."""
+    """A plan (reimpl/device/replay.py) as the C++ module takes it: ([(shape, dtype, like), or None
+    for an output the call does not make], [(function, grid, block, shared, slot, [(kind, index,
+    int, float)])]); None where the C++ replay cannot make its launches, any not made directly
+    through the driver (the runtime's `direct_function`)."""
     outputs = []
     for spec, like in zip(plan.outputs, plan.likes):
-        if spec is None:
-            return None
-        outputs.append((tuple(spec[0]), spec[1], -1 if like is None else like))
+        outputs.append(None if spec is None else (tuple(spec[0]), spec[1], -1 if like is None else like))
     direct = getattr(rt, "direct_function", None)  # a runtime that launches nothing has none
     launches = []
     for kernel, grid, block, shared, args in plan.launches:
@@ -100,8 +98,8 @@ def entry_spec(rt, plan):
         spec = []
         for (is_ptr, v), kind in zip(args, kernel.template.params, strict=True):
             if is_ptr == "scratch":
-                return None
-            if is_ptr:
+                spec.append((SCRATCH, 0, int(v), 0.0))  # the stream's buffer of v bytes, asked for per replay
+            elif is_ptr:
                 spec.append((PTR, v, 0, 0.0))
             elif kind == "ptr":
                 spec.append((I64, 0, int(v), 0.0))  # a null pointer (an absent weight)
@@ -115,15 +113,24 @@ def entry_spec(rt, plan):
 
 def add(op: int, rt, tensors: tuple, shape: tuple, eps, sig, plan) -> bool:
     """Give the C++ module an entry for calls like this one (its tensors, shape and eps) on runtime
-    rt, replaying `plan` and backed by the Python signature `sig`; False where it takes none."""
+    rt, replaying the forward `plan` and backed by the Python signature `sig`; False where it takes none."""
     mod = module()
     if mod is None or plan is None:
         return False
     spec = entry_spec(rt, plan)
-    if spec is None:
+    if spec is None or None in spec[0]:
         return False
     outputs, launches = spec
-    return mod.add(op, id(rt), list(tensors), shape, eps, plan.device.index, outputs, launches, rt, sig)
+    return mod.add(op, id(rt), list(tensors), shape, eps, plan.device, outputs, launches, rt, sig)
+
+
+def backward_spec(sig, tensors: tuple, mask: tuple):
+    """(outputs, launches, device) of the backward plan the signature `sig` keeps for these tensors
+    and mask, as entry_spec gives them; None where it keeps none. Asked by the C++ node after a
+    case's first backward (which made the plan)."""
+    plan = sig.backward_plan(tensors, mask)
+    spec = None if plan is None else entry_spec(sig.rt, plan)
+    return None if spec is None else (*spec, plan.device)
 
 
 def forget(token: int) -> None:

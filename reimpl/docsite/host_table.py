@@ -430,7 +430,8 @@ def cpp_node(path: Path = RESULTS / "cpp_node_probe.json") -> str:
     return "\n".join(out) + "\n"
 
 
-NATIVE = RESULTS / "host_overhead_native.json"  # scripts/gpu/host_bench.py with the C++ replay loaded
+NATIVE = RESULTS / "host_overhead_native.json"  # scripts/gpu/host_bench.py with the C++ node loaded
+TRAINING_NATIVE = RESULTS / "training_step_native.json"  # scripts/gpu/training_step.py OUT gpt2, the same
 
 
 def native_ratios(python: dict, native: dict) -> dict:
@@ -452,4 +453,25 @@ def host_native(python: dict | None, native: dict | None) -> str:
     for (op, api, pass_), (before, after) in native_ratios(python, native).items():
         cell = [f"**{r:.2f}**" if r > LIMIT else f"{r:.2f}" for r in (before, after)]
         out.append(f"| {OPS[op]} | {api} | {pass_} | {cell[0]} | {cell[1]} |")
+    return "\n".join(out) + "\n"
+
+
+def native_steps(python: dict, native: dict) -> dict:
+    """(op, dtype, M, N) -> (fast / torch with the Python node, with the C++ node), per step of the
+    steps table, each within its own run."""
+    a = {(r["op"], r["dtype"], r["M"], r["N"]): r["fast"] / r["torch"] for r in python["steps"]}
+    b = {(r["op"], r["dtype"], r["M"], r["N"]): r["fast"] / r["torch"] for r in native["steps"]}
+    return {k: (a[k], b[k]) for k in a if k in b}
+
+
+def host_native_steps(python: dict | None, native: dict | None) -> str:
+    """The steps table's fast / torch before and after the C++ node."""
+    if python is None or native is None:
+        return "*Not measured yet: see the table above.*\n"
+    out = [f"*Forward+backward steps through autograd on 32 to 192 MB, fast / torch per step, each within its own "
+           f"run ({_method(native, 'steps')}); a bold ratio is a step slower than torch's.*", "",
+           "| op | dtype | M×N | Python node | C++ node |", "|---|---|---|--:|--:|"]
+    for (op, dtype, M, N), ratios in native_steps(python, native).items():
+        cell = [f"**{r:.2f}**" if r > 1 else f"{r:.2f}" for r in ratios]
+        out.append(f"| {OPS[op]} | {dtype} | {M}×{N} | {cell[0]} | {cell[1]} |")
     return "\n".join(out) + "\n"

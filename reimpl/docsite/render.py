@@ -27,7 +27,7 @@
     {% releases_what_you_get %}, {% large_tensor %}   the torch release matrix, the host dispatch read from
                              newer copies, inputs past 2^32 elements (reimpl/docsite/releases_table.py)
     {% host_overhead OP %}, {% host_over %}, {% host_profile [autograd] %}, {% host_parts %}, {% host_steps %},
-    {% host_steps_summary %}, {% step_split %}, {% host_floor %}, {% cpp_node %}, {% host_native %},
+    {% host_steps_summary %}, {% step_split %}, {% host_floor %}, {% cpp_node %}, {% host_native %}, {% host_native_steps %}, {% training_step_native %},
     {% training_step %}, {% training_step_repeat %}, {% compiled_step %}, {% compiled_profile %}
                              host time per call, where it goes, forward+backward steps, and a whole
                              model's training step (reimpl/docsite/host_table.py)
@@ -91,6 +91,10 @@ def expand(markdown: str, page: str, root: str, m: dict | None = None) -> str:
             return host_table.training_step_repeat()
         if kind == "cpp_node" and not arg:
             return host_table.cpp_node()
+        if kind == "host_native_steps" and not arg:
+            return host_table.host_native_steps(host_table.load(), host_table.load(host_table.NATIVE))
+        if kind == "training_step_native" and not arg:
+            return host_table.training_step(host_table.TRAINING_NATIVE)
         if kind == "host_native" and not arg:
             return host_table.host_native(host_table.load(), host_table.load(host_table.NATIVE))
         if kind == "host_floor" and not arg:

@@ -55,10 +55,12 @@ def test_repeated_calls_are_served_in_cpp_with_torchs_bits(mod, kernels, op, dty
     x, w, b = _inputs(dtype, gen, op)
     g = torch.randn(M, N, device="cuda", generator=gen).to(dtype)
     _check(op, kernels, x, w, b, g)  # the signature's first call: Python's path, which adds the entry
-    before = mod.served()
+    before, before_backward = mod.served(), mod.served_backward()
     for _ in range(3):
         _check(op, kernels, x, w, b, g)
     assert mod.served() - before == 3
+    # the first backward through the C++ node keeps its case's plan; the next two replay it
+    assert mod.served_backward() - before_backward == 2
 
 
 @pytest.mark.parametrize("op", ["ln", "rms"])

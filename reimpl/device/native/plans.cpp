@@ -57,12 +57,12 @@ const Driver& driver() {
   return d;
 }
 
-enum ArgKind : int { PTR = 0, I32 = 1, I64 = 2, F32 = 3, F64 = 4 };
+enum ArgKind : int { PTR = 0, I32 = 1, I64 = 2, F32 = 3, F64 = 4, SCRATCH = 5 };
 
 struct Arg {
   int kind;
   int64_t index;  // PTR: the tensor (inputs, then outputs); else unused
-  int64_t i;      // I32, I64
+  int64_t i;      // I32, I64; SCRATCH: its bytes
   double f;       // F32, F64
 };
 
@@ -74,19 +74,30 @@ struct Launch {
 };
 
 struct Output {
+  bool absent;  // an output the call does not make (a gradient not asked for)
   std::vector<int64_t> shape;
   at::ScalarType dtype;
   int like;  // a contiguous input of the same shape and dtype (empty_like of it), or -1
 };
 
+// One plan: its outputs and launches, on one device (`place`: that device as Python's scratch takes it)
+struct Replay {
+  int64_t device;
+  py::object place;
+  std::vector<Output> outputs;
+  std::vector<Launch> launches;
+};
+
 struct Entry {
   int64_t token;  // the runtime's
   int op;  // 0 LayerNorm (x, w, b), 1 RMSNorm (x, w)
-  int64_t device;
   void* context;  // the CUDA context the plan's functions were loaded in
-  std::vector<Output> outputs;
-  std::vector<Launch> launches;
+  Replay forward;
   py::object rt, sig, counts;  // the runtime (its `record`), the Python signature, rt.launch_counts
+  // the backward's plans by case (as the signature's: mask, the gradient's contiguity, address bits);
+  // null where the case keeps none (Python's path runs it)
+  std::mutex backward_lock;
+  std::unordered_map<std::string, std::unique_ptr<Replay>> backward;
 };
 
 // Entries are never freed: a saved node may still point at one after `clear`. They are few (one per
@@ -94,7 +105,8 @@ struct Entry {
 std::shared_mutex table_lock;
 std::unordered_map<std::string, Entry*> table;
 std::vector<std::unique_ptr<Entry>> kept;
-std::atomic<int64_t> served{0};  // calls this module has run (tests ask)
+std::atomic<int64_t> served{0};           // forward calls this module has run (tests ask)
+std::atomic<int64_t> served_backward{0};  // backward calls it has replayed
 
 template <typename V>
 void put(std::string& k, V v) {
@@ -169,21 +181,24 @@ int64_t current_device() {
   return c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getDevice().index();
 }
 
-// The plan's outputs, allocated, and its launches, made on the device's current stream.
-std::vector<at::Tensor> run(const Entry& e, const std::vector<at::Tensor>& inputs) {
+// A replay's outputs, allocated, and its launches, made on the device's current stream. Called with
+// the GIL held: the launch counts are a Python list, and a scratch buffer is Python's (replay.scratch).
+std::vector<at::Tensor> run(const Replay& r, const std::vector<at::Tensor>& inputs, const py::object& counts) {
   std::vector<at::Tensor> outs;
-  outs.reserve(e.outputs.size());
-  for (const Output& o : e.outputs) {
-    if (o.like >= 0) {
+  outs.reserve(r.outputs.size());
+  for (const Output& o : r.outputs) {
+    if (o.absent) {
+      outs.emplace_back();
+    } else if (o.like >= 0) {
       outs.push_back(at::empty_like(inputs[o.like], at::MemoryFormat::Contiguous));
     } else {
-      outs.push_back(at::empty(o.shape, at::TensorOptions().dtype(o.dtype).device(c10::kCUDA, e.device)));
+      outs.push_back(at::empty(o.shape, at::TensorOptions().dtype(o.dtype).device(c10::kCUDA, r.device)));
     }
   }
-  const c10::Device device(c10::kCUDA, static_cast<c10::DeviceIndex>(e.device));
+  const c10::Device device(c10::kCUDA, static_cast<c10::DeviceIndex>(r.device));
   void* stream = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(device).native_handle();
   const Driver& d = driver();
-  for (const Launch& l : e.launches) {
+  for (const Launch& l : r.launches) {
     int64_t slots[16];
     void* params[16];
     size_t a = 0;
@@ -199,6 +214,12 @@ std::vector<at::Tensor> run(const Entry& e, const std::vector<at::Tensor>& input
         case I32: *static_cast<int32_t*>(p) = static_cast<int32_t>(arg.i); break;
         case I64: slots[a] = arg.i; break;
         case F32: *static_cast<float*>(p) = static_cast<float>(arg.f); break;
+        case SCRATCH: {  // the stream's own buffer, asked for on every replay as Python's replay does
+          // held for the process's life: a static py::object would be released after Python ends
+          static py::object* scratch = new py::object(py::module_::import("reimpl.device.replay").attr("scratch"));
+          slots[a] = (*scratch)(r.place, reinterpret_cast<int64_t>(stream), arg.i).cast<int64_t>();
+          break;
+        }
         default: std::memcpy(p, &arg.f, sizeof(double));
       }
       params[a] = p;
@@ -208,12 +229,66 @@ std::vector<at::Tensor> run(const Entry& e, const std::vector<at::Tensor>& input
                             stream, params, nullptr);
     TORCH_CHECK(rc == 0, "cuLaunchKernel failed with CUresult ", rc);
   }
-  for (const Launch& l : e.launches) {
-    PyObject* c = e.counts.ptr();
+  PyObject* c = counts.ptr();
+  for (const Launch& l : r.launches) {
     PyObject* old = PyList_GET_ITEM(c, l.slot);
     PyList_SetItem(c, l.slot, PyLong_FromLongLong(PyLong_AsLongLong(old) + 1));
   }
   return outs;
+}
+
+// What a replay needs of this thread: its device current, that device's context current here (a
+// fresh thread goes through Python's path once, which makes it so), and no launches being recorded.
+bool can_replay(const Entry& e, int64_t device) {
+  if (current_device() != device) return false;
+  void* ctx = nullptr;
+  if (driver().ctx_current(&ctx) != 0 || ctx != e.context) return false;
+  return e.rt.attr("record").is_none();
+}
+
+// A plan as native.entry_spec gives it: ([(shape, dtype, like) or None], [(function, grid, block,
+// shared, slot, [(kind, index, int, float)])]), on device `place`; null where it is not one.
+std::unique_ptr<Replay> parse(py::handle outputs, py::handle launches, py::handle place) {
+  auto r = std::make_unique<Replay>();
+  r->place = py::reinterpret_borrow<py::object>(place);
+  r->device = place.attr("index").cast<int64_t>();
+  for (py::handle o : outputs) {
+    if (o.is_none()) {
+      r->outputs.push_back(Output{true, {}, at::kFloat, -1});
+      continue;
+    }
+    auto t = o.cast<py::tuple>();
+    if (!THPDtype_Check(t[1].ptr())) return nullptr;
+    r->outputs.push_back(Output{false, t[0].cast<std::vector<int64_t>>(),
+                                reinterpret_cast<THPDtype*>(t[1].ptr())->scalar_type, t[2].cast<int>()});
+  }
+  for (py::handle l : launches) {
+    auto t = l.cast<py::tuple>();
+    Launch launch;
+    launch.fn = reinterpret_cast<void*>(t[0].cast<uintptr_t>());
+    auto g = t[1].cast<std::vector<unsigned>>(), b = t[2].cast<std::vector<unsigned>>();
+    for (int i = 0; i < 3; ++i) launch.grid[i] = g[i], launch.block[i] = b[i];
+    launch.shared = t[3].cast<unsigned>();
+    launch.slot = t[4].cast<int>();
+    for (py::handle a : t[5].cast<py::list>()) {
+      auto at = a.cast<py::tuple>();
+      launch.args.push_back(Arg{at[0].cast<int>(), at[1].cast<int64_t>(), at[2].cast<int64_t>(), at[3].cast<double>()});
+    }
+    if (launch.args.size() > 16) return nullptr;
+    r->launches.push_back(std::move(launch));
+  }
+  return r;
+}
+
+// The backward's case, as the Python signature's (autograd._Signature.run_backward): which inputs
+// need a gradient, the incoming gradient's contiguity, the low bits of every tensor's address.
+std::string case_of(const bool (&need)[3], const std::vector<at::Tensor>& tensors) {
+  std::string k;
+  for (bool n : need) put<int8_t>(k, n);
+  put<int8_t>(k, tensors[0].is_contiguous());
+  for (const at::Tensor& t : tensors)
+    put<int8_t>(k, t.defined() ? static_cast<int8_t>(reinterpret_cast<uintptr_t>(t.data_ptr()) & 63) : -1);
+  return k;
 }
 
 struct NormFunction : public torch::autograd::Function<NormFunction> {
@@ -224,7 +299,8 @@ struct NormFunction : public torch::autograd::Function<NormFunction> {
                             std::optional<at::Tensor> b_, int64_t entry) {
     const Entry& e = *reinterpret_cast<const Entry*>(entry);
     const at::Tensor w = w_.value_or(at::Tensor()), b = b_.value_or(at::Tensor());
-    std::vector<at::Tensor> outs = run(e, e.op == 0 ? std::vector<at::Tensor>{x, w, b} : std::vector<at::Tensor>{x, w});
+    std::vector<at::Tensor> outs =
+        run(e.forward, e.op == 0 ? std::vector<at::Tensor>{x, w, b} : std::vector<at::Tensor>{x, w}, e.counts);
     if (e.op == 0) {
       ctx->save_for_backward({x, w, b});
       ctx->saved_data["mean"] = outs[1];
@@ -237,31 +313,58 @@ struct NormFunction : public torch::autograd::Function<NormFunction> {
     return outs[0];
   }
 
+  // The backward op's tensors in its schema's order, the gradient first: the backward plan's inputs.
+  // A case with a plan replays it here; any other runs the signature's Python run_backward, and after
+  // it the case's plan (or the fact that it has none) is kept.
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const Entry& e = *reinterpret_cast<const Entry*>(ctx->saved_data["entry"].toInt());
+    Entry& e = *reinterpret_cast<Entry*>(ctx->saved_data["entry"].toInt());
     const variable_list saved = ctx->get_saved_variables();
     const bool graph = at::GradMode::is_enabled();
-    py::gil_scoped_acquire gil;
-    auto wrap = [](const at::Tensor& t) -> py::object {
-      return t.defined() ? py::reinterpret_steal<py::object>(THPVariable_Wrap(t)) : py::none();
-    };
     // needs_input_grad counts the node's edges, one per tensor given (an absent weight has none)
     bool need[3] = {false, false, false};
     for (size_t i = 0, edge = 0; i < saved.size(); ++i)
       if (saved[i].defined()) need[i] = ctx->needs_input_grad(edge++);
-    py::tuple tensors, mask;
-    if (e.op == 0) {
-      tensors = py::make_tuple(wrap(grads[0]), wrap(saved[0]), wrap(ctx->saved_data["mean"].toTensor()),
-                               wrap(ctx->saved_data["rstd"].toTensor()), wrap(saved[1]), wrap(saved[2]));
-      mask = py::make_tuple(need[0], need[1], need[2]);
-    } else {
-      tensors = py::make_tuple(wrap(grads[0]), wrap(saved[0]), wrap(ctx->saved_data["rstd"].toTensor()),
-                               wrap(saved[1]));
-      mask = py::make_tuple(need[0], need[1]);
+    const std::vector<at::Tensor> tensors =
+        e.op == 0 ? std::vector<at::Tensor>{grads[0], saved[0], ctx->saved_data["mean"].toTensor(),
+                                            ctx->saved_data["rstd"].toTensor(), saved[1], saved[2]}
+                  : std::vector<at::Tensor>{grads[0], saved[0], ctx->saved_data["rstd"].toTensor(), saved[1]};
+    py::gil_scoped_acquire gil;
+    std::string k;
+    bool known = false;
+    if (!graph && grads[0].defined() && can_replay(e, e.forward.device)) {
+      k = case_of(need, tensors);
+      const Replay* r = nullptr;
+      {
+        std::lock_guard<std::mutex> lock(e.backward_lock);
+        auto it = e.backward.find(k);
+        if (it != e.backward.end()) known = true, r = it->second.get();
+      }
+      if (r != nullptr) {
+        std::vector<at::Tensor> outs = run(*r, tensors, e.counts);
+        served_backward.fetch_add(1, std::memory_order_relaxed);
+        outs.resize(3);
+        outs.emplace_back();  // the entry's address
+        return outs;
+      }
     }
+    auto wrap = [](const at::Tensor& t) -> py::object {
+      return t.defined() ? py::reinterpret_steal<py::object>(THPVariable_Wrap(t)) : py::none();
+    };
+    py::list items;
+    for (const at::Tensor& t : tensors) items.append(wrap(t));
+    const py::tuple args(items);
+    py::list needs;
+    for (size_t i = 0; i < (e.op == 0 ? 3u : 2u); ++i) needs.append(need[i]);
+    const py::tuple mask(needs);
     // with a graph of the backward asked for, Python's once_differentiable wrapper, as the Python node
-    py::object result = graph ? py::module_::import("reimpl.autograd").attr("backward_under_graph")(e.sig, tensors, mask)
-                              : e.sig.attr("run_backward")(tensors, mask);
+    py::object result = e.sig.attr(graph ? "run_backward_under_graph" : "run_backward")(args, mask);
+    if (!k.empty() && !known) {  // this case's first backward: keep its plan
+      static py::object* spec_of = new py::object(py::module_::import("reimpl.device.native").attr("backward_spec"));
+      py::object spec = (*spec_of)(e.sig, args, mask);
+      std::unique_ptr<Replay> r = spec.is_none() ? nullptr : parse(spec[py::int_(0)], spec[py::int_(1)], spec[py::int_(2)]);
+      std::lock_guard<std::mutex> lock(e.backward_lock);
+      e.backward.emplace(k, std::move(r));
+    }
     variable_list out;
     for (py::handle h : result) out.push_back(h.is_none() ? at::Tensor() : THPVariable_Unpack(h.ptr()));
     while (out.size() < 3) out.emplace_back();
@@ -284,12 +387,7 @@ py::object call(int op, int64_t token, const std::vector<py::handle>& tensors, p
   if (!key_of(op, token, tensors, shape, eps, k, held)) return py::none();
   Entry* e = find(k);
   if (e == nullptr) return py::none();
-  // what Python's replay checks: the device is the current one, its context is current in this
-  // thread (a fresh thread goes through Python's path once, which makes it so), nothing records
-  if (held[0].device().index() != e->device || current_device() != e->device) return py::none();
-  void* ctx = nullptr;
-  if (driver().ctx_current(&ctx) != 0 || ctx != e->context) return py::none();
-  if (!e->rt.attr("record").is_none()) return py::none();
+  if (held[0].device().index() != e->forward.device || !can_replay(*e, e->forward.device)) return py::none();
   auto given = [&](size_t i) {
     return i < held.size() && held[i].defined() ? std::optional<at::Tensor>(held[i]) : std::nullopt;
   };
@@ -311,37 +409,20 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   });
   // an entry for the key of (op, token, tensors, shape, eps): outputs [(shape, dtype, like)],
   // launches [(function, grid, block, shared, slot, [(kind, index, int, float)])]
+  // an entry for the key of (op, token, tensors, shape, eps), replaying the forward plan given as
+  // `parse` takes it, backed by the runtime rt and the Python signature sig
   m.def("add", [](int op, int64_t token, std::vector<py::handle> tensors, py::handle shape, py::handle eps,
-                  int64_t device, py::list outputs, py::list launches, py::object rt, py::object sig) {
+                  py::handle place, py::list outputs, py::list launches, py::object rt, py::object sig) {
     std::string k;
     std::vector<at::Tensor> held;
     if (!key_of(op, token, tensors, shape, eps, k, held)) return false;
+    std::unique_ptr<Replay> forward = parse(outputs, launches, place);
+    if (forward == nullptr) return false;
     auto e = std::make_unique<Entry>();
     e->token = token;
     e->op = op;
-    e->device = device;
     if (driver().ctx_current == nullptr || driver().ctx_current(&e->context) != 0) return false;
-    for (py::handle o : outputs) {
-      auto t = o.cast<py::tuple>();
-      if (!THPDtype_Check(t[1].ptr())) return false;
-      e->outputs.push_back(Output{t[0].cast<std::vector<int64_t>>(),
-                                  reinterpret_cast<THPDtype*>(t[1].ptr())->scalar_type, t[2].cast<int>()});
-    }
-    for (py::handle l : launches) {
-      auto t = l.cast<py::tuple>();
-      Launch launch;
-      launch.fn = reinterpret_cast<void*>(t[0].cast<uintptr_t>());
-      auto g = t[1].cast<std::vector<unsigned>>(), b = t[2].cast<std::vector<unsigned>>();
-      for (int i = 0; i < 3; ++i) launch.grid[i] = g[i], launch.block[i] = b[i];
-      launch.shared = t[3].cast<unsigned>();
-      launch.slot = t[4].cast<int>();
-      for (py::handle a : t[5].cast<py::list>()) {
-        auto at = a.cast<py::tuple>();
-        launch.args.push_back(Arg{at[0].cast<int>(), at[1].cast<int64_t>(), at[2].cast<int64_t>(), at[3].cast<double>()});
-      }
-      if (launch.args.size() > 16) return false;
-      e->launches.push_back(std::move(launch));
-    }
+    e->forward = std::move(*forward);
     e->rt = rt;
     e->sig = sig;
     e->counts = rt.attr("launch_counts");
@@ -362,6 +443,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return py::bytes(k);
   });
   m.def("served", [] { return served.load(); });
+  m.def("served_backward", [] { return served_backward.load(); });
   m.def("size", [] {
     std::shared_lock<std::shared_mutex> lock(table_lock);
     return table.size();
