@@ -218,7 +218,7 @@ def native_call(op: int, rt, tensors: tuple, normalized_shape: tuple, eps):
 def _adopt(sig, op: int, tensors: tuple, normalized_shape: tuple, eps) -> None:
     """A signature's first call done: keep its plan, and give the C++ replay an entry for it."""
     plan = sig.adopt()
-    if plan is not None and (_native if _native is not None else _native_module()):
+    if plan is not None and _native_module():
         native.add(op, sig.rt, tensors, normalized_shape, eps, sig, plan)
 
 

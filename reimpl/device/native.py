@@ -25,12 +25,13 @@ from pathlib import Path
 import torch
 
 from .compile import cache_dir
+from .runtime import param_codes
 
 SOURCE = Path(__file__).parent / "native" / "plans.cpp"
 NAME = "reimpl_native_plans"
 PTR, I32, I64, F32, F64, SCRATCH = range(6)  # argument kinds (plans.cpp: ArgKind)
 LAYER_NORM, RMS_NORM = 0, 1         # ops (plans.cpp: Entry::op)
-_SCALAR_KIND = {"int": I32, "int64": I64}
+_CONSTANT_KIND = {"Q": I64, "i": I32, "q": I64, "f": F32, "d": F64}  # by runtime.param_codes' code
 
 _lock = threading.Lock()
 _state: dict = {}  # "module": the loaded module, or None once loading failed; "error": why
@@ -94,19 +95,16 @@ def entry_spec(rt, plan):
         fn = None if direct is None else direct(kernel)
         if fn is None:
             return None
-        acc = F32 if kernel.T_ACC.itemsize == 4 else F64
         spec = []
-        for (is_ptr, v), kind in zip(args, kernel.template.params, strict=True):
+        for (is_ptr, v), code in zip(args, param_codes(kernel), strict=True):
             if is_ptr == "scratch":
                 spec.append((SCRATCH, 0, int(v), 0.0))  # the stream's buffer of v bytes, asked for per replay
             elif is_ptr:
                 spec.append((PTR, v, 0, 0.0))
-            elif kind == "ptr":
-                spec.append((I64, 0, int(v), 0.0))  # a null pointer (an absent weight)
-            elif kind in _SCALAR_KIND:
-                spec.append((_SCALAR_KIND[kind], 0, int(v), 0.0))
-            else:
-                spec.append((acc, 0, 0, float(v)))
+            elif code in "fd":
+                spec.append((_CONSTANT_KIND[code], 0, 0, float(v)))
+            else:  # an integer, or a null pointer (an absent weight)
+                spec.append((_CONSTANT_KIND[code], 0, int(v), 0.0))
         launches.append((fn, tuple(grid), tuple(block), int(shared), rt.counter(kernel), spec))
     return outputs, launches
 

@@ -140,6 +140,13 @@ class _DeviceState:
 _STRUCT_OF_KIND = {"ptr": "Q", "int": "i", "int64": "q"}
 
 
+def param_codes(kernel) -> list[str]:
+    """The C type of each of kernel's parameters as a struct code: Q (a pointer), i, q, and f or d
+    for T_ACC (float or double, by the instance's accumulation type)."""
+    acc = "f" if kernel.T_ACC.itemsize == 4 else "d"
+    return [_STRUCT_OF_KIND.get(k) or acc for k in kernel.template.params]
+
+
 class _DriverLaunch:
     """cuLaunchKernel (through CuPy's driver binding) on a CuPy-loaded function, with one
     preallocated argument block per kernel and thread: the arguments are written into it with one
@@ -150,8 +157,7 @@ class _DriverLaunch:
         self._launch = driver.launchKernel
         self._owner = fn  # the CuPy Function keeps its Module, so the handle below stays loaded
         self._fn = fn.ptr
-        acc = "f" if kernel.T_ACC.itemsize == 4 else "d"
-        codes = [_STRUCT_OF_KIND.get(k) or acc for k in kernel.template.params]
+        codes = param_codes(kernel)
         self._layout = struct.Struct("@" + "".join(codes))
         # where each argument starts in the block: the size of the block up to it, less its own size
         self._offsets = [struct.calcsize("@" + "".join(codes[:i + 1])) - struct.calcsize(c)

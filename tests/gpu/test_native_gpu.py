@@ -4,8 +4,6 @@ so) and give torch's bits, forward and backward, through the modules and the fun
 the current and on a side stream, from several threads, inside a captured CUDA graph; what the
 Python node refuses it refuses too (a second derivative, an input changed in place); and it stands
 aside where Python's path must run: launches being recorded, plans switched off, plans dropped."""
-import threading
-
 import pytest
 import torch
 
@@ -13,6 +11,8 @@ import reimpl
 from reimpl import api, autograd
 from reimpl.checks.parity import bit_mismatches
 from reimpl.device import native
+
+from ..thread_helpers import run_together
 
 pytestmark = pytest.mark.gpu
 
@@ -98,21 +98,13 @@ def test_a_side_stream_and_several_threads(mod):
         _check("ln", "fast", x, w, b, g)
         assert mod.served() - before == 1
     torch.cuda.current_stream().wait_stream(side)
-    errors = []
 
-    def worker(seed):
-        try:
-            t_gen = torch.Generator(device="cuda").manual_seed(seed)
-            for _ in range(20):
-                xs, ws, bs = _inputs(torch.bfloat16, t_gen, "ln")
-                _check("ln", "fast", xs, ws, bs, g)
-        except Exception as e:  # reported below, in the test's thread
-            errors.append(e)
-    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    def worker(seed, _barrier):
+        t_gen = torch.Generator(device="cuda").manual_seed(seed)
+        for _ in range(20):
+            xs, ws, bs = _inputs(torch.bfloat16, t_gen, "ln")
+            _check("ln", "fast", xs, ws, bs, g)
+    errors = run_together(worker, 4)
     assert not errors, errors
 
 
