@@ -85,3 +85,13 @@ class Kernel:
 
     def __str__(self) -> str:
         return self.name
+
+
+_STRUCT_OF_KIND = {"ptr": "Q", "int": "i", "int64": "q"}
+
+
+def param_codes(kernel) -> list[str]:
+    """The C type of each of kernel's parameters as a struct code: Q (a pointer), i, q, and f or d
+    for T_ACC (float or double, by the instance's accumulation type)."""
+    acc = "f" if kernel.T_ACC.itemsize == 4 else "d"
+    return [_STRUCT_OF_KIND.get(k) or acc for k in kernel.template.params]

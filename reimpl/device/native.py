@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from .compile import cache_dir
-from .runtime import param_codes
+from .kernel_types import param_codes
 
 SOURCE = Path(__file__).parent / "native" / "plans.cpp"
 NAME = "reimpl_native_plans"

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .kernel_types import param_codes
+
 # The H100's limits, used when recording on a machine without a GPU.
 H100_PROPERTIES = {"maxGridSize": (2147483647, 65535, 65535), "warpSize": 32, "multiProcessorCount": 132}
 
@@ -137,14 +139,6 @@ class _DeviceState:
     attributes: dict = field(default_factory=dict)  # (kernel, attribute) -> the value set (allow_shared, ...)
 
 
-_STRUCT_OF_KIND = {"ptr": "Q", "int": "i", "int64": "q"}
-
-
-def param_codes(kernel) -> list[str]:
-    """The C type of each of kernel's parameters as a struct code: Q (a pointer), i, q, and f or d
-    for T_ACC (float or double, by the instance's accumulation type)."""
-    acc = "f" if kernel.T_ACC.itemsize == 4 else "d"
-    return [_STRUCT_OF_KIND.get(k) or acc for k in kernel.template.params]
 
 
 class _DriverLaunch:
