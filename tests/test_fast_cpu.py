@@ -19,9 +19,9 @@ def test_fast_kernel_compiles_for_sm90_without_warnings():
     # 15 (dtype, LayerNorm/RMSNorm, affine) combinations x (a stream kernel, register kernels R = 8, 16,
     # and 32 for the 6 of 16-bit LayerNorm, group kernels G = 1 (full) and 2, 4, 8, 16, 32 (either)),
     # and warp kernels (RW, rows, full): fp32 (1|2, 1, either), (4, 1, general); 16-bit (1|2, 2,
-    # either), (2, 4, full), (4, 1, general)
+    # either), (2, 4, full), (4, 1, general); lane kernels of 8, 16 and 32 chunks
     assert len(prog.lowered) == len(F._instantiations()) == len(set(F._instantiations())) == \
-        15 * (1 + 2 + 11) + 6 + 5 * 5 + 10 * 6
+        15 * (1 + 2 + 11 + 3) + 6 + 5 * 5 + 10 * 6
     assert "-ftz=false" in compile_mod.compile_options(F.SOURCE, "sm_90")
     assert f"-I{K.SOURCE.directory}" in compile_mod.compile_options(F.SOURCE, "sm_90")
 
@@ -29,9 +29,11 @@ def test_fast_kernel_compiles_for_sm90_without_warnings():
 @pytest.mark.parametrize("N,template,targs_tail,grid,block", [
     (4, "fast_layer_norm_group_kernel", (1, 4, True, 8), (1,), (32, 4)),     # 1024 rows a block
     (12, "fast_layer_norm_group_kernel", (4, 4, False, 8), (4,), (32, 4)),  # 3 vectors: groups of 4 lanes
-    (64, "fast_layer_norm_group_kernel", (16, 4, True, 8), (16,), (32, 4)),
+    (56, "fast_layer_norm_group_kernel", (16, 4, False, 8), (16,), (32, 4)),  # 7 chunks: not whole lines
+    (64, "fast_layer_norm_group_kernel", (16, 4, True, 8), (16,), (32, 4)),  # 1000 rows: few for the lane kernel
     (100, "fast_layer_norm_group_kernel", (32, 4, False, 8), (32,), (32, 4)),
     (128, "fast_layer_norm_group_kernel", (32, 4, True, 8), (32,), (32, 4)),
+    (256, "fast_layer_norm_warp_kernel", (1, 4, 2, False), (125,), (32, 4)),
     (132, "fast_layer_norm_warp_kernel", (1, 4, 2, False), (125,), (32, 4)),
     (512, "fast_layer_norm_warp_kernel", (1, 4, 2, True), (125,), (32, 4)),
     (516, "fast_layer_norm_warp_kernel", (2, 4, 2, False), (125,), (32, 4)),
@@ -52,6 +54,39 @@ def test_plan(N, template, targs_tail, grid, block):
     assert (g, b) == (grid, block)
     assert kernel in F._instantiations()
     assert (shared > 0) == (template == "fast_layer_norm_stream_kernel")
+
+
+@pytest.mark.parametrize("T,N,lane", [
+    (K.float_, 32, True), (K.float_, 128, True), (K.float_, 256, False),  # 64 chunks: the warp kernel
+    (K.BFloat16, 256, True), (K.Half, 512, False), (K.Half, 192, False),  # 24 chunks: not a power of two
+    (K.BFloat16, 32, False), (K.float_, 28, False), (K.float_, 132, False),
+])
+def test_plan_lanes(T, N, lane):
+    """The lane kernel takes rows of 8, 16 or 32 chunks of 16 bytes, and only where every pointer is
+    16-byte aligned (it copies 16-byte chunks); torch's vectorized kernel asks 4 elements' alignment."""
+    M = F.LANE_ROWS_PER_SM[1] * 132
+    kernel, grid, _, shared = F.plan(T, False, True, True, M, N, 132)
+    assert (kernel.template is F.LANE_TEMPLATE) == lane
+    if lane:
+        assert grid == (-(-M // 64),) and shared == F.lane_shared(T, N)
+        assert F.plan(T, False, True, True, M, N, 132, aligned16=False)[0].template is not F.LANE_TEMPLATE
+        few = F.LANE_ROWS_PER_SM[0] * 132
+        assert F.plan(T, False, True, True, few - 1, N, 132)[0].template is not F.LANE_TEMPLATE  # too few rows
+
+
+@pytest.mark.parametrize("T,rms,N,rows_per_sm", [
+    (K.BFloat16, False, 256, 128),   # 16-bit LayerNorm: from 128 rows per SM, whatever the row
+    (K.Half, True, 128, 128),        # rows of up to 16 chunks: from 128
+    (K.float_, False, 64, 128),
+    (K.BFloat16, True, 256, 1024),   # 32 chunks in RMSNorm or fp32: from 1024
+    (K.float_, False, 128, 1024),
+    (K.float_, True, 128, 1024),
+])
+def test_plan_lanes_rows_per_sm(T, rms, N, rows_per_sm):
+    for sms in (132, 78):
+        lane = [F.plan(T, rms, True, not rms, M, N, sms)[0].template is F.LANE_TEMPLATE
+                for M in (rows_per_sm * sms - 1, rows_per_sm * sms)]
+        assert lane == [False, True]
 
 
 @pytest.mark.parametrize("T,rms,M,N,stream", [
@@ -127,7 +162,7 @@ def test_every_thread_fills_more_than_half_its_slots():
     thread's share and is less than twice it."""
     for N, T, M in itertools.product(range(4, 16388, 4), (K.float_, K.BFloat16), (1, 10 ** 6)):
         kernel, *_ = F.plan(T, False, True, True, M, N, 132)
-        if kernel.template in (F.GROUP_TEMPLATE, F.STREAM_TEMPLATE):  # each vector's presence checked
+        if kernel.template in (F.GROUP_TEMPLATE, F.STREAM_TEMPLATE, F.LANE_TEMPLATE):  # each vector's presence checked
             continue
         slots = kernel.targs[-4] if kernel.template is F.WARP_TEMPLATE else kernel.targs[-1]
         share = -(-(N // 4) // F.THREADS)
@@ -146,7 +181,7 @@ def test_registers_without_spills():
         f.flush()
         usage = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True, check=True).stdout
     found = re.findall(r"Function (\S+):\s+REG:(\d+) STACK:(\d+) SHARED:\d+ LOCAL:(\d+)", usage)
-    assert len(found) == len(set(F._instantiations())) == 15 * (1 + 2 + 11) + 6 + 5 * 5 + 10 * 6
+    assert len(found) == len(set(F._instantiations())) == 15 * (1 + 2 + 11 + 3) + 6 + 5 * 5 + 10 * 6
     for name, reg, stack, local in found:
         assert stack == "0" and local == "0", (name, reg, stack)
     regs = {n: int(r) for n, r, _, _ in found}

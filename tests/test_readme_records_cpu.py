@@ -109,3 +109,17 @@ def test_the_cpp_node_figures():
             f"{r['control_ms'] / r['torch_norms_ms']:.3f}×)") in text
     passed = _record("gpu_tests_native.json")["pytest"].split(" passed")[0]
     assert f"GPU tests: {passed} passed." in text
+
+
+def test_the_lane_kernel_figures():
+    from reimpl.docsite import forward_probe_tables as P
+    pairs = P.lane_gain_cells("pipelined")[("16-bit", "LayerNorm")]
+    before, lane = [p[0] for p in pairs], [p[1] for p in pairs]
+    text = _readme()
+    assert (f"16-bit LayerNorm went from {min(before):.0f}–{max(before):.0f}% of copy to "
+            f"{min(lane):.0f}–{max(lane):.0f}%, pipelined, and every such cell gained") in text
+    assert all(b < a for pairs in P.lane_gain_cells("pipelined").values() for b, a in pairs)
+    tests = _record("gpu_tests_lane_kernel_forward.json")
+    assert tests["totals"]["mismatched_elements"] == 0 and tests["pytest_exitstatus"] == 0
+    assert "fast_lanes" in tests["parity_groups"]
+    assert f"(`results/gpu_tests_lane_kernel_forward.json`: 0 of {tests['totals']['elements_compared']:,} elements)" in text

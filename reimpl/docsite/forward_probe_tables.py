@@ -1,12 +1,16 @@
-"""The fast forward's knobs on its page, rendered at build time from the committed probe
-(results/fast_forward_probe.json, scripts/gpu/forward_probe.py): the stream kernel's chunk and
-stash, the group kernel's sets of rows, the register kernel against the stream kernel, and Nsight
-Compute on the register kernel where rows are few.
+"""The fast forward's knobs on its page, rendered at build time from the committed probes
+(results/fast_forward_probe.json, results/lane_probe.json, results/lane_rows_probe.json;
+scripts/gpu/forward_probe.py): the stream kernel's chunk and stash, the group kernel's sets of rows,
+the register kernel against the stream kernel, the lane kernel against the kernels its rows took
+before, and Nsight Compute on the register kernel where rows are few and on the lane kernel.
 
-    {% fast_probe PART KERNEL ... %}  % of copy per cell of the probe's PART (stream, wide, route, group),
-                                      pipelined, one column per KERNEL as the probe names it; each row's
-                                      best in bold
+    {% fast_probe PART KERNEL ... %}  % of copy per cell of the probe's PART (stream, wide, route, group,
+                                      lane, lane_rows), pipelined, one column per KERNEL as the probe
+                                      names it; each row's best in bold
     {% fast_probe_ncu %}              the register kernel profiled on one few-row wide shape
+    {% lane_ncu %}                    the lane kernel and the warp kernel before it, profiled on one shape
+    {% lane_gain %}                   the cells of at least 32 MB the lane kernel takes: % of copy before
+                                      it and with it, per dtype width and op, both methods
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ import re
 from .ladder_tables import MISSING, RESULTS, caption, load
 
 PROBE = RESULTS / "fast_forward_probe.json"
+LANE_PROBES = (RESULTS / "lane_probe.json", RESULTS / "lane_rows_probe.json")
 _MISSING = MISSING.format(cmd="python scripts/gpu/forward_probe.py results/fast_forward_probe.json", file=PROBE.name)
 OPS = {"layer_norm": "LayerNorm", "rms_norm": "RMSNorm"}
 
@@ -31,7 +36,21 @@ def label(kernel: str, part: str = "") -> str:
         return f"K {m[1]}"
     if kernel == "fast_plan":
         return "register kernel" if part == "route" else "plan then"
+    m = re.fullmatch(r"lane_W(\d+)", kernel)
+    if m:
+        return f"lane, W {m[1]}"
+    if kernel == "before":
+        return "before (group or warp kernel)"
     return kernel
+
+
+def record_of(part: str) -> dict | None:
+    """The committed probe that holds `part`, or the main probe (None where it is missing)."""
+    for path in LANE_PROBES:
+        d = load(path)
+        if d is not None and part in d["parts"]:
+            return d
+    return load(PROBE)
 
 
 def cells(d: dict, part: str, method: str = "pipelined") -> dict:
@@ -44,15 +63,16 @@ def cells(d: dict, part: str, method: str = "pipelined") -> dict:
 
 
 def fast_probe(arg: str) -> str:
-    d = load(PROBE)
+    part, *kernels = arg.split()
+    d = record_of(part)
     if d is None:
         return _MISSING
-    part, *kernels = arg.split()
     if part not in d["parts"] or not kernels:
         raise ValueError(f"fast_probe: a part of {sorted(d['parts'])} and kernels, not {arg!r}")
     lines = [caption(f"% of copy, forward, one column per variant: {d['parts'][part]['note']}. U is the stream "
                      f"kernel's chunk (vectors a thread loads at once), \"stash for B\" its shared memory sized for B "
-                     f"blocks per SM, K the group kernel's sets of rows a warp; the row's best in bold; out, mean and "
+                     f"blocks per SM, K the group kernel's sets of rows a warp, W the lane kernel's warps a block; the "
+                     f"row's best in bold; out, mean and "
                      f"rstd of every variant equal torch's", d, d["methods"]["pipelined"]),
              "| dtype, op | M×N | " + " | ".join(label(k, part) for k in kernels) + " |",
              "|---|---|" + "--:|" * len(kernels)]
@@ -79,10 +99,72 @@ def fast_probe_ncu() -> str:
               f"{n['warp_cycles_per_issued_instruction']:.1f} |\n")
 
 
+def lane_ncu() -> str:
+    d = load(LANE_PROBES[0])
+    if d is None:
+        return MISSING.format(cmd="python scripts/gpu/forward_probe.py results/lane_probe.json lane", file="lane_probe.json")
+    profiles = d["ncu"]
+    lines = [caption(f"Nsight Compute on the kernel the rows took before the lane kernel and on the lane kernel, "
+                     f"{profiles[0]['shape']}", d, "; ".join(f"`{n['command']}`" for n in profiles)),
+             "| kernel | duration | instructions executed (warp) | DRAM throughput | compute (SM) throughput "
+             "| achieved occupancy | registers | warp cycles per issued instruction |",
+             "|---|--:|--:|--:|--:|--:|--:|--:|"]
+    for n in profiles:
+        lines.append(f"| `{n['kernel']}` | {n['duration_us']:.1f} µs | {n['executed_instructions'] / 1e6:.1f} M | "
+                     f"{n['dram_throughput_pct']:.1f}% | {n['compute_throughput_pct']:.1f}% | "
+                     f"{n['achieved_occupancy_pct']:.1f}% | {n['registers']:.0f} | "
+                     f"{n['warp_cycles_per_issued_instruction']:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+LARGE = 32 * 2 ** 20  # bytes a copy moves (x read, y written) in the grid's large cells
+_WIDTH = {"fp32": 4, "bf16": 2, "fp16": 2}
+
+
+def lane_gain_cells(method: str) -> dict:
+    """(16-bit or fp32, op) -> [(before, lane)] % of copy, over the cells of at least 32 MB of both lane
+    probes that the plan now gives the lane kernel (on the probes' 132 SMs), the plan's W."""
+    from ..fast import forward as F
+    from ..mirror import kernel_table as K
+    types = {"fp32": K.float_, "bf16": K.BFloat16, "fp16": K.Half}
+    out: dict = {}
+    for path in LANE_PROBES:
+        d = load(path)
+        for part in (d or {"parts": {}})["parts"]:
+            for (dtype, op, M, N), c in cells(d, part, method).items():
+                T, rms = types[dtype], op == "rms_norm"
+                if 2 * M * N * _WIDTH[dtype] < LARGE or F.lane_vectors(T, N) is None \
+                        or not F.lane_rows(T, rms, M, N, 132):
+                    continue
+                key = ("16-bit" if _WIDTH[dtype] == 2 else "fp32", OPS[op])
+                out.setdefault(key, []).append((c["before"], c[f"lane_W{F.LANE_WARPS}"]))
+    return out
+
+
+def lane_gain() -> str:
+    d = load(LANE_PROBES[0])
+    if d is None:
+        return MISSING.format(cmd="python scripts/gpu/forward_probe.py results/lane_probe.json lane", file="lane_probe.json")
+    lines = [caption("% of copy on the probes' cells of at least 32 MB that the plan gives the lane kernel: the "
+                     "kernel those rows took before it, and the lane kernel (lowest to highest)", d,
+                     "both, pipelined and L2 flushed"),
+             "| rows | method | cells | before | lane kernel |", "|---|---|--:|--:|--:|"]
+    for method in ("pipelined", "flushed"):
+        for (width, op), pairs in sorted(lane_gain_cells(method).items()):
+            b, lane = [p[0] for p in pairs], [p[1] for p in pairs]
+            lines.append(f"| {width} {op} | {method} | {len(pairs)} | {min(b):.0f}–{max(b):.0f}% | "
+                         f"{min(lane):.0f}–{max(lane):.0f}% |")
+    return "\n".join(lines) + "\n"
+
+
 def expand(kind: str, arg: str) -> str | None:
     """The directive's Markdown, or None where `kind` is not this module's."""
     if kind == "fast_probe" and arg:
         return fast_probe(arg)
     if kind == "fast_probe_ncu" and not arg:
         return fast_probe_ncu()
+    if kind == "lane_ncu" and not arg:
+        return lane_ncu()
+    if kind == "lane_gain" and not arg:
+        return lane_gain()
     return None

@@ -20,6 +20,11 @@ REGISTER_ROWS_PER_SM = 24  # 16-bit LayerNorm rows of 8192 < N <= 16384 keep the
 SHARED_PER_SM = 228 * 1024  # bytes of shared memory per SM on sm_90 (the H100's and H200's)
 RESERVED_PER_BLOCK = 1024  # shared memory the driver keeps for each block (sm_8x, sm_90)
 WARPS_PER_BLOCK = 4
+# the lane kernel's rows: this many 16-byte chunks. At 64 (16-bit N = 512, fp32 256) it measured slower
+# than the warp kernel (bf16 131072 x 512 LayerNorm: 61% of copy against 96%; results/lane_probe.json)
+LANE_CHUNKS = (8, 16, 32)
+LANE_WARPS = 2  # the lane kernel's warps per block (32 rows each)
+LANE_ROWS_PER_SM = (128, 1024)  # rows per SM the lane kernel needs: all its rows; the longest, RMSNorm or fp32
 THREADS = 128  # torch's virtual threads per row, and the block of the per-row kernel
 
 
@@ -40,6 +45,7 @@ def _instantiations() -> list:
                 for RW, rows, full in _warp_shapes(T)]
         out += [GROUP_TEMPLATE[(T, K.float_, rms, g, b, G, WARPS_PER_BLOCK, full, GROUP_SETS)] for G in GROUP_LANES
                 for full in ((True,) if G == 1 else (False, True))]
+        out += [LANE_TEMPLATE[(T, K.float_, rms, g, b, 4 * c // K.sizeof(T), LANE_WARPS)] for c in LANE_CHUNKS]
     return out
 
 
@@ -50,6 +56,34 @@ TEMPLATE = KernelTemplate("fast_layer_norm_kernel", _PARAMS, SOURCE, "reimpl_fas
 WARP_TEMPLATE = KernelTemplate("fast_layer_norm_warp_kernel", _PARAMS, SOURCE, "reimpl_fast")
 GROUP_TEMPLATE = KernelTemplate("fast_layer_norm_group_kernel", _PARAMS, SOURCE, "reimpl_fast")
 STREAM_TEMPLATE = KernelTemplate("fast_layer_norm_stream_kernel", _PARAMS, SOURCE, "reimpl_fast")
+LANE_TEMPLATE = KernelTemplate("fast_layer_norm_lane_kernel", _PARAMS, SOURCE, "reimpl_fast")
+
+
+def lane_vectors(T, N: int) -> int | None:
+    """The lane kernel's NV (vectors of 4 a row) for rows of N elements of T, where it takes them:
+    rows of 8, 16 or 32 chunks of 16 bytes (16-bit N = 64, 128, 256; fp32 N = 32, 64, 128)."""
+    chunks, rest = divmod(N * K.sizeof(T), 16)
+    return N // 4 if rest == 0 and chunks in LANE_CHUNKS else None
+
+
+def lane_rows(T, rms: bool, M: int, N: int, sms: int) -> bool:
+    """Whether M rows of N are enough for the lane kernel. Each warp takes 32 rows and runs its copy,
+    its statistics and its stores one after the other, so it needs several warps per SM to overlap
+    them; with one (fp16 4097 x 256 LayerNorm) it measured slower than the warp kernel (61% of copy
+    against 98%), and at 64 rows per SM too (bf16 8448 x 256: 53% against 66%). From 128 rows per SM
+    it is ahead on rows of up to 16 chunks, and on 16-bit LayerNorm rows of 32, whose warp kernel
+    runs its tree on counts it does not know (bf16 16896 x 256: 61% against 56%). Rows of 32 chunks
+    in RMSNorm or fp32, where the warp kernel already reaches 81-97%, go to it from 1024 rows per SM
+    only (bf16 67584 x 256 RMSNorm: 86% against 89%; fp32 33792 x 128 LayerNorm: 80% against 84%;
+    on 262144 rows both ahead). results/lane_probe.json, results/lane_rows_probe.json (pipelined)."""
+    few, many = LANE_ROWS_PER_SM
+    short = N * K.sizeof(T) <= 16 * 16 or (K.sizeof(T) == 2 and not rms)
+    return M >= (few if short else many) * sms
+
+
+def lane_shared(T, N: int, warps: int = LANE_WARPS) -> int:
+    """The lane kernel's dynamic shared memory: each warp's 32 rows."""
+    return warps * 32 * N * K.sizeof(T)
 
 
 def group_lanes(N: int) -> int | None:
@@ -115,14 +149,21 @@ def stash_bytes(T, N: int, shared_per_sm: int = SHARED_PER_SM) -> int:
 
 
 def plan(T, rms: bool, has_gamma: bool, has_beta: bool, M: int, N: int, sms: int,
-         shared_per_sm: int = SHARED_PER_SM):
-    """(kernel, grid, block, shared). Rows of up to 128 elements go to groups of lanes, 32 / G rows
+         shared_per_sm: int = SHARED_PER_SM, aligned16: bool = True):
+    """(kernel, grid, block, shared). Rows of 8, 16 or 32 chunks of 16 bytes go to the lane kernel
+    where X, the weights and Y are 16-byte aligned (`aligned16`) and `lane_rows` finds M large
+    enough, 32 rows a warp; other rows of up
+    to 128 elements go to groups of lanes, 32 / G rows
     a warp at a time; rows of up to 2048 elements go one warp per row, four rows a block; longer ones
     one (32, 4) block per row, either holding its share in R registers or, where `streams` says so,
     streaming it with as much of the row in shared memory as stash_bytes allows. RW and R are the smallest
     that hold a thread's share, so every thread fills more than half of its slots: the kernels skip
     the bounds checks on that first half. `sms` (the device's SM count) decides rows per warp for
     grids of about one wave; `shared_per_sm` (its shared memory per SM) the stream kernel's stash."""
+    NV = lane_vectors(T, N) if aligned16 and lane_rows(T, rms, M, N, sms) else None
+    if NV is not None:
+        kernel = LANE_TEMPLATE[(T, K.float_, rms, has_gamma, has_beta, NV, LANE_WARPS)]
+        return kernel, (-(-M // (32 * LANE_WARPS)),), (32, LANE_WARPS), lane_shared(T, N)
     G = group_lanes(N)
     if G is not None:
         rows = WARPS_PER_BLOCK * (32 // G) * GROUP_SETS

@@ -43,12 +43,15 @@ def swap(kernel, grid, block, shared: int, args: tuple, sms: int, chains=None,
         N, eps, X, gamma, beta, mean, rstd, Y = args
         if forward.takes(gamma != 0, beta != 0, rms):
             M = runtime.dim3(grid)[0]
-            fast, fgrid, fblock, fshared = forward.plan(T, rms, gamma != 0, beta != 0, M, N, sms, shared_per_sm)
+            aligned16 = (X | gamma | beta | Y) & 15 == 0  # the lane kernel copies 16-byte chunks
+            fast, fgrid, fblock, fshared = forward.plan(T, rms, gamma != 0, beta != 0, M, N, sms, shared_per_sm,
+                                                        aligned16)
             return fast, fgrid, fblock, fshared, (*args, M)
     return kernel, grid, block, shared, args
 
 
-FORWARD_TEMPLATES = (forward.TEMPLATE, forward.WARP_TEMPLATE, forward.GROUP_TEMPLATE, forward.STREAM_TEMPLATE)
+FORWARD_TEMPLATES = (forward.TEMPLATE, forward.WARP_TEMPLATE, forward.GROUP_TEMPLATE, forward.STREAM_TEMPLATE,
+                     forward.LANE_TEMPLATE)
 GRAD_TEMPLATES = (grad_input.TEMPLATE, grad_input.WARP_TEMPLATE, backward.FUSED_TEMPLATE)
 
 

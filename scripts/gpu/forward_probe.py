@@ -1,16 +1,21 @@
-"""The fast forward's stream kernel (rows past 16384 elements) and group kernel (rows of at most 128)
-under their tuning knobs, beside torch's kernel and a copy in one run. Each variant launches our
+"""The fast forward's stream kernel (rows past 16384 elements), group kernel (rows of at most 128) and
+lane kernel (rows of 8 to 64 chunks of 16 bytes) under their tuning knobs, beside torch's kernel and a copy in one run. Each variant launches our
 kernel directly with the plan's grid and block; the knobs are the stream kernel's chunk U and the
 blocks per SM its shared-memory stash is sized for (which sets the stash S and caps the rows in
-flight; `0` is no stash), and the group kernel's sets of rows K. Before it is timed, each variant's
+flight; `0` is no stash), the group kernel's sets of rows K, and the lane kernel's warps per
+block W beside the kernel those rows took before it (`before`: the plan for a pointer that is not
+16-byte aligned, the group or warp kernel). Before it is timed, each variant's
 out, mean and rstd are compared with torch's, bit for bit (NaN by position). Times are medians of
 CUDA-event times (reimpl.checks.bench.gpu_time), both methods.
 Writes OUT.json: per part (stream, wide, route, group) its rows (method, dtype, op, M, N, kernel, ms,
 pct_copy, and the variants' knobs) and a note; the bit checks counted; and, given an Nsight Compute
 report of scripts/gpu/ncu_fast_call.py as text (--ncu FILE, with the shape it ran), its headline
-figures. The page's knob tables are rendered from it (reimpl/docsite/forward_probe_tables.py).
-Usage: python scripts/gpu/forward_probe.py OUT.json [PART ...] [--ncu FILE DTYPE M N]"""
+figures (several --ncu: a list, in order; `--attach` adds them to OUT.json without running anything).
+The page's knob tables are rendered from it (reimpl/docsite/forward_probe_tables.py).
+Usage: python scripts/gpu/forward_probe.py OUT.json [PART ...] [--ncu FILE DTYPE M N ...]
+       python scripts/gpu/forward_probe.py OUT.json --attach --ncu FILE DTYPE M N [--ncu ...]"""
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -28,6 +33,7 @@ from reimpl.mirror import kernel_table as K  # noqa: E402
 
 CHUNKS = (4, 8, 16)
 SETS = (1, 2, 4, 8)
+LANE_WARPS = (1, 2, 4)
 STASH_BLOCKS = (0, 1, 2, 4)
 DTYPES = {"fp32": (torch.float32, K.float_), "bf16": (torch.bfloat16, K.BFloat16), "fp16": (torch.float16, K.Half)}
 CELLS = {
@@ -42,11 +48,19 @@ CELLS = {
               ("fp32", 4096, 10240)],
     "group": [("bf16", 1048576, 64), ("bf16", 524288, 128), ("fp32", 524288, 64), ("fp32", 262144, 128),
               ("bf16", 2097152, 32), ("fp16", 1000003, 60)],
+    "lane": [("bf16", 1048576, 64), ("bf16", 524288, 128), ("bf16", 262144, 256), ("bf16", 131072, 512),
+             ("fp16", 262144, 256), ("fp32", 1048576, 32), ("fp32", 262144, 128), ("fp32", 131072, 256),
+             ("bf16", 1000003, 64), ("fp16", 4097, 256), ("fp32", 8191, 128)],
+    "lane_rows": [("bf16", 8448, 256), ("bf16", 16896, 256), ("bf16", 33792, 256), ("bf16", 67584, 256),
+                  ("bf16", 16896, 64), ("bf16", 33792, 64), ("fp32", 16896, 128), ("fp32", 33792, 128)],
 }
 NOTES = {"stream": "rows past 16384 elements, and 16388",
          "wide": "rows of 4096 to 16384 elements",
          "route": "rows of 10240 to 16384 elements: what the plan ran against the stream kernel",
-         "group": "rows of at most 128 elements: K sets of rows a warp of the group kernel"}
+         "group": "rows of at most 128 elements: K sets of rows a warp of the group kernel",
+         "lane": "rows of 8 to 64 chunks of 16 bytes: the lane kernel with W warps a block, and the kernel "
+                 "those rows took before it",
+         "lane_rows": "the lane kernel against the kernel those rows took before it, on 64 to 512 rows per SM"}
 _base = F._instantiations
 
 
@@ -60,6 +74,8 @@ def _extra():
             for full in ((True,) if G == 1 else (False, True)):
                 out += [F.GROUP_TEMPLATE[(T, K.float_, rms, g, b, G, F.WARPS_PER_BLOCK, full, k)]
                         for k in SETS if k != F.GROUP_SETS]
+        out += [F.LANE_TEMPLATE[(T, K.float_, rms, g, b, 4 * c // K.sizeof(T), w)]
+                for c in (*F.LANE_CHUNKS, 64) for w in LANE_WARPS if w != F.LANE_WARPS or c == 64]
     return out
 
 
@@ -88,10 +104,17 @@ def variants(kind: str, T, rms: bool, M: int, N: int) -> dict:
             rows = F.WARPS_PER_BLOCK * (32 // G) * k
             out[f"group_K{k}"] = (F.GROUP_TEMPLATE[(T, K.float_, rms, g, b, G, F.WARPS_PER_BLOCK, full, k)],
                                   (-(-M // rows),), (32, F.WARPS_PER_BLOCK), 0, {"K": k})
+    if kind in ("lane", "lane_rows"):
+        kernel, grid, block, shared = F.plan(T, rms, g, b, M, N, 132, aligned16=False)
+        out["before"] = (kernel, grid, block, shared, {"template": kernel.template.name})
+        NV = N // 4  # rows of 64 chunks too, which the plan leaves to the warp kernel
+        for w in LANE_WARPS:
+            out[f"lane_W{w}"] = (F.LANE_TEMPLATE[(T, K.float_, rms, g, b, NV, w)], (-(-M // (32 * w)),), (32, w),
+                                 F.lane_shared(T, N, w), {"W": w})
     return out
 
 
-def main(out: str, kinds: list[str], ncu: list[str] | None = None) -> None:
+def main(out: str, kinds: list[str], ncu: list[list[str]]) -> None:
     rt = fast.fast_runtime()
     rows, bits = [], []
     stream = lambda: torch.cuda.current_stream().cuda_stream  # noqa: E731
@@ -146,21 +169,43 @@ def main(out: str, kinds: list[str], ncu: list[str] | None = None) -> None:
     record = {**stamp(), "what": __doc__.split("\n\n")[0].replace("\n", " "), "methods": METHODS, "parts": parts,
               "bits": {"variants_compared": len(bits), "mismatched_elements": sum(b["mismatches"] for b in bits)}}
     if ncu:
-        record["ncu"] = ncu_figures(*ncu)
+        attach(record, ncu)
     Path(out).write_text(json.dumps(record, indent=1) + "\n")
 
 
+def attach(record: dict, ncu: list[list[str]]) -> None:
+    """The headline figures of one report (record["ncu"]), or of several, in order (a list)."""
+    figures = [ncu_figures(*group) for group in ncu]
+    record["ncu"] = figures[0] if len(figures) == 1 else figures
+
+
 def ncu_figures(path: str, dtype: str, M: str, N: str) -> dict:
-    """The headline figures of an ncu text report of one fast kernel."""
-    launch = ncu_report.launches(Path(path).read_text())[0]
+    """The headline figures of an ncu text report of one fast kernel (a report whose file name holds
+    `before` profiled ncu_fast_call.py's `before` route)."""
+    text = Path(path).read_text()
+    launch = ncu_report.launches(text)[0]
+    executed = re.search(r"^\s*Executed Instructions\s+inst\s+([\d,]+)\s*$", text, re.M)
+    sections = "SpeedOfLight Occupancy WarpStateStats LaunchStats" + (
+        " InstructionStats MemoryWorkloadAnalysis" if executed else "")
+    before = " before" if "before" in Path(path).stem else ""
     out = {"kernel": launch["kernel"], "shape": f"{dtype} {M} x {N} LayerNorm, weight and bias",
-           "command": "ncu --launch-skip 2 --launch-count 1 -k regex:fast_layer_norm --section SpeedOfLight --section "
-                      f"Occupancy --section WarpStateStats --section LaunchStats python scripts/gpu/ncu_fast_call.py "
-                      f"{dtype} {M} {N}"}
+           "command": "ncu --launch-skip 2 --launch-count 1 -k regex:fast_layer_norm "
+                      + " ".join(f"--section {x}" for x in sections.split())
+                      + f" python scripts/gpu/ncu_fast_call.py {dtype} {M} {N}{before}"}
     out.update({k: launch[k] for k in ncu_report.FIGURES})
+    if executed:  # the InstructionStats section
+        out["executed_instructions"] = int(executed[1].replace(",", ""))
     return out
 
 
 if __name__ == "__main__":
-    args, ncu = ncu_report.split_args(sys.argv[1:])
-    main(args[0], args[1:] or list(CELLS), ncu)
+    args, ncu, group = sys.argv[1:], [], []
+    while group is not None:  # each `--ncu FILE DTYPE M N`, in order
+        args, group = ncu_report.split_args(args)
+        ncu += [group] if group else []
+    if args[1:2] == ["--attach"]:  # the reports only, into a record already written
+        record = json.loads(Path(args[0]).read_text())
+        attach(record, ncu)
+        Path(args[0]).write_text(json.dumps(record, indent=1) + "\n")
+    else:
+        main(args[0], args[1:] or list(CELLS), ncu)

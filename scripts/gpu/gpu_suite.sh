@@ -35,7 +35,9 @@ fi
 if has tests; then
   REIMPL_GPU_SUMMARY="$OUT/gpu_summary.json" python3 -m pytest -q -x --maxfail=30 -p no:cacheprovider \
       ${PYTEST_ARGS:-tests} > "$OUT/pytest.log" 2>&1
-  echo "pytest exit $?"; tail -25 "$OUT/pytest.log"
+  # the process's own status: a crash after pytest's last line (at exit) shows only here
+  echo $? > "$OUT/pytest_exit"
+  echo "pytest exit $(cat "$OUT/pytest_exit")"; tail -25 "$OUT/pytest.log"
 fi
 if has bench; then
   python3 -m reimpl bench --out "$OUT/bench_forward.md" || echo "BENCH FAILED"

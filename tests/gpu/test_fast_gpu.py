@@ -78,6 +78,25 @@ def plan_cases() -> list[Case]:
         if dtype != "fp32":
             for op, weight, bias in combos[:3]:
                 out.append(Case(op, dtype, (3400, 16384), weight=weight, bias=bias, seed=len(out)))
+        out += lane_cases(dtype, combos)
+    return out
+
+
+def lane_cases(dtype: str, combos) -> list[Case]:
+    """The lane kernel's rows (8 to 64 chunks of 16 bytes: 16-bit N = 64 to 512, fp32 N = 32 to 256),
+    with one warp's 32 rows, a block's, and row counts that leave the last warp with 1 or 31 rows,
+    every value kind with every (op, weight, bias)."""
+    out = []
+    for n in ((32, 64, 128, 256) if dtype == "fp32" else (64, 128, 256, 512)):
+        for m in (1, 31, 32, 64, 97, 2049):
+            for values in VALUE_KINDS:
+                for op, weight, bias in combos:
+                    out.append(Case(op, dtype, (m, n), weight=weight, bias=bias, values=values,
+                                    eps=(1e-5, 0.0, 1e-12)[(m + n) % 3], seed=len(out)))
+        if dtype != "fp32":  # 8-byte aligned, as torch's vectorized kernel asks, but not 16: not the lane kernel
+            for offsets in ((4, 0, 0), (0, 4, 0), (0, 0, 4)):
+                out.append(Case("layer_norm", dtype, (97, n), x_offset=offsets[0], w_offset=offsets[1],
+                                b_offset=offsets[2], seed=len(out)))
     return out
 
 
@@ -134,6 +153,21 @@ def fresh_plans():
     rt.plans.clear()
     yield rt
     rt.plans.clear()
+
+
+def test_lane_kernel_at_every_row_count(fresh_plans, monkeypatch):
+    """The lane kernel on its rows whatever M (the plan gives it only many rows): one warp's 32 rows,
+    a block's, a last warp with 1 or 31 rows, every value kind and (op, weight, bias); and the
+    pointers it must not take (8-byte aligned only), which go to the other kernels."""
+    from reimpl.fast import forward
+    monkeypatch.setattr(forward, "LANE_ROWS_PER_SM", (0, 0))
+    before = fresh_plans.launch_counts[1]
+    cs = [c for dtype in ("fp32", "fp16", "bf16") for c in lane_cases(dtype, (
+        ("layer_norm", True, True), ("layer_norm", True, False), ("layer_norm", False, False),
+        ("rms_norm", True, False), ("rms_norm", False, False)))]
+    bad, fast_cases = _run("lanes", cs)
+    assert not bad, bad[:10]
+    assert fast_cases == len(cs) and fresh_plans.launch_counts[1] > before
 
 
 @pytest.mark.parametrize("blocks", [1, 2, 3, 7, 10 ** 6])

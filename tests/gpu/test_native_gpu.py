@@ -54,6 +54,7 @@ def test_repeated_calls_are_served_in_cpp_with_torchs_bits(mod, kernels, op, dty
     gen = torch.Generator(device="cuda").manual_seed(3)
     x, w, b = _inputs(dtype, gen, op)
     g = torch.randn(M, N, device="cuda", generator=gen).to(dtype)
+    api.runtime_for(kernels).plans.clear()  # whatever ran before, the next call is the signature's first
     _check(op, kernels, x, w, b, g)  # the signature's first call: Python's path, which adds the entry
     before, before_backward = mod.served(), mod.served_backward()
     for _ in range(3):
@@ -191,3 +192,26 @@ def test_absent_weights_are_served_too(mod, kernels, affine):
         before = mod.served()
         _check("rms", kernels, x, None, None, g)
         assert mod.served() - before == 1
+
+
+def test_a_process_that_used_it_exits_cleanly(tmp_path):
+    """The module's entries hold Python objects (the runtime, the signature): they must outlive the
+    interpreter rather than be released after it has ended, which crashes the process at exit."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    script = tmp_path / "use_native.py"
+    script.write_text(
+        "import torch, reimpl\n"
+        "from reimpl.device import native\n"
+        "x = torch.randn(8, 256, device='cuda', requires_grad=True)\n"
+        "w = torch.randn(256, device='cuda', requires_grad=True)\n"
+        "g = torch.randn(8, 256, device='cuda')\n"
+        "for _ in range(3):\n"
+        "    reimpl.layer_norm(x, (256,), w, None, kernels='fast').backward(g)\n"
+        "assert native.module().served() >= 1 and native.module().served_backward() >= 1\n"
+        "print('done')\n")
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=root,
+                          env={**__import__("os").environ, "PYTHONPATH": str(root)})
+    assert done.returncode == 0 and done.stdout.strip() == "done", (done.returncode, done.stderr[-2000:])

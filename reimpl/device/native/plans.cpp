@@ -104,7 +104,8 @@ struct Entry {
 // signature), and `clear` keeps what it drops.
 std::shared_mutex table_lock;
 std::unordered_map<std::string, Entry*> table;
-std::vector<std::unique_ptr<Entry>> kept;
+// never destroyed: an Entry's Python objects must not be released after the interpreter has ended
+std::vector<std::unique_ptr<Entry>>& kept = *new std::vector<std::unique_ptr<Entry>>();
 std::atomic<int64_t> served{0};           // forward calls this module has run (tests ask)
 std::atomic<int64_t> served_backward{0};  // backward calls it has replayed
 

@@ -49,4 +49,17 @@ __device__ __forceinline__ void keep_packed(words_t<T>& v) {
   }
 }
 
+// 16 bytes (a chunk of a row, or a vector of fp32), or 8 (a vector of four 16-bit elements), from global to shared memory without passing through
+// registers (cp.async; the 16-byte form bypasses L1).
+template <typename W>
+__device__ __forceinline__ void copy_to_shared(W* dst, const W* src) {
+  const unsigned int d = static_cast<unsigned int>(__cvta_generic_to_shared(dst));
+  if constexpr (sizeof(W) == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src));
+  } else {
+    static_assert(sizeof(W) == 8, "a vector of four 16-bit elements");
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(d), "l"(src));
+  }
+}
+
 }  // namespace reimpl_fast

@@ -209,19 +209,6 @@ __host__ __device__ constexpr int grad_min_blocks() {
   return R == 0 ? 1 : (b < 1 ? 1 : (b > 16 ? 16 : b));
 }
 
-// One row vector (16 bytes, or 8 for 16-bit T) from global to shared memory without passing through
-// registers (cp.async; the 16-byte form bypasses L1).
-template <typename W>
-__device__ __forceinline__ void copy_to_shared(W* dst, const W* src) {
-  const unsigned int d = static_cast<unsigned int>(__cvta_generic_to_shared(dst));
-  if constexpr (sizeof(W) == 16) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src));
-  } else {
-    static_assert(sizeof(W) == 8, "a vector of four 16-bit elements");
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(d), "l"(src));
-  }
-}
-
 // --8<-- [start:block_sums]
 // Torch's two BlockReduceSum calls and its broadcast through reduce_buf, for S statistics, with one
 // barrier where torch has five. v[s] enters as this thread's sum and leaves as the block's. Each

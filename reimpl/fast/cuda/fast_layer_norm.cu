@@ -32,6 +32,10 @@
 //   7. Rows of at most 32 vectors (fast_layer_norm_group_kernel): one group of lanes per row, several
 //      rows a warp; torch's merges with threads that hold nothing keep their value without the
 //      shuffle (merge_empty).
+//   8. Rows of whole 128-byte lines up to 64 of them (fast_layer_norm_lane_kernel): 32 rows a warp
+//      staged in shared memory, and each lane evaluates one row's whole tree alone, merge by merge
+//      in torch's operand order (lane_tree): no shuffle rounds in which most lanes' results are
+//      thrown away.
 // Every rounding that torch's compiler fused into an FFMA is written here as __fmaf_rn, and every
 // separate rounding as __fadd_rn / __fsub_rn / __fmul_rn, so contraction choices cannot drift.
 #include "fast_common.cuh"
@@ -666,5 +670,119 @@ __global__ void __launch_bounds__(32 * WARPS) fast_layer_norm_group_kernel(
   }
 }
 // --8<-- [end:fast_layer_norm_group_kernel]
+
+// --8<-- [start:lane_tree]
+// Torch's tree for one row, evaluated by one lane: the value that torch's thread j of a warp holds
+// after its shuffle-down round at `offset` is combine(its value before, the value of thread j + offset
+// before), down from the leaves (offset 32: a thread's own Welford state over its vector). Lane 0's
+// final value, the only one torch keeps, needs 31 merges; evaluated depth first, each merge takes the
+// same two operands, in the same order, as torch's, with no shuffle and no lane idle. j counts torch's
+// threads across the block (thread j holds vector j, or nothing from j = NV on), so every count is a
+// constant and the merges fold their counts and reciprocals (combine's known_counts).
+template <typename T, bool rms_norm, unsigned int NV, int j, int offset>
+__device__ __forceinline__ WelfordDataLN lane_tree(const unsigned char* row, const int swizzle) {
+  if constexpr (offset == 32) {
+    if constexpr (j >= (int)NV) {
+      return WelfordDataLN{0.f, 0.f, 0.f};
+    } else {
+      constexpr int bytes = vec_size * sizeof(T);  // one vector
+      constexpr int chunk = j * bytes / 16;
+      const int at = ((chunk & ~7) | ((chunk & 7) ^ swizzle)) * 16 + j * bytes % 16;
+      return update<T, rms_norm>(WelfordDataLN{0.f, 0.f, 0.f}, *reinterpret_cast<const words_t<T>*>(row + at), 0);
+    }
+  } else {
+    const WelfordDataLN own = lane_tree<T, rms_norm, NV, j, offset * 2>(row, swizzle);
+    return combine<rms_norm, true>(own, lane_tree<T, rms_norm, NV, j + offset, offset * 2>(row, swizzle));
+  }
+}
+// --8<-- [end:lane_tree]
+
+// --8<-- [start:fast_layer_norm_lane_kernel]
+// Rows of 8, 16, 32 or 64 chunks of 16 bytes (16-bit N = 64 .. 512, fp32 N = 32 .. 256), 32 rows a
+// warp: the warp copies its 32 rows, one contiguous run of memory, into shared memory with cp.async
+// (16-byte chunks, coalesced), then each lane computes one row's statistics on its own (lane_tree),
+// then the warp normalises the rows chunk by chunk, coalesced again, each lane taking a chunk's
+// mean and rstd from the lane that computed them. A shuffle tree spends 5 rounds of the whole warp
+// on one row's 31 merges; here the 31 merges are the only work. Chunk c of row r sits at chunk
+// (c ^ (r & 7)) of its 128-byte line: the lanes reading one vector of 32 rows then spread over all 32
+// banks, 4 ways each for 16-bit vectors (8 bytes), without that they would all hit the same ones.
+// Each warp is on its own (no barrier); one that runs past M loads row M - 1 for the rows it lacks
+// and stores nothing for them. X, gamma, beta and Y are 16-byte aligned (the plan checks).
+template <typename T, typename T_ACC, bool rms_norm, bool has_gamma, bool has_beta, unsigned int NV,
+          unsigned int WARPS>
+__global__ void __launch_bounds__(32 * WARPS) fast_layer_norm_lane_kernel(
+    const int N, T_ACC eps, const T* __restrict__ X, const T* __restrict__ gamma, const T* __restrict__ beta,
+    T_ACC* mean, T_ACC* rstd, T* Y, const int64_t M) {
+  constexpr int ROW_BYTES = NV * vec_size * sizeof(T);
+  constexpr int CHUNKS = ROW_BYTES / 16;  // per row
+  constexpr int PER = 16 / sizeof(T);     // elements per chunk
+  static_assert(CHUNKS == 8 || CHUNKS == 16 || CHUNKS == 32 || CHUNKS == 64, "whole 128-byte lines, a power of two");
+  static_assert(NV <= 128, "at most one vector per torch thread");
+  using chunk_t = aligned_vector<T, PER>;
+  extern __shared__ __align__(16) unsigned char dynamic_shared[];
+  const int lane = threadIdx.x;
+  const int64_t first = (blockIdx.x * (int64_t)WARPS + threadIdx.y) * 32;
+  if (first >= M) return;  // whole warps leave; nothing below waits on another warp
+  uint4* tile = reinterpret_cast<uint4*>(dynamic_shared) + threadIdx.y * 32 * CHUNKS;
+  const auto slot = [](const int r, const int c) { return r * CHUNKS + (c ^ (r & 7)); };
+  // chunk q = lane + 32 k of the warp's rows: row q / CHUNKS, chunk q % CHUNKS (spelled so that
+  // the compiler sees the row, or the chunk, as a constant of k)
+  const auto row_of = [&](const int k) { return CHUNKS >= 32 ? k / (CHUNKS / 32) : k * (32 / CHUNKS) + lane / CHUNKS; };
+  const auto chunk_of = [&](const int k) { return CHUNKS >= 32 ? lane + 32 * (k % (CHUNKS / 32)) : lane % CHUNKS; };
+#pragma unroll
+  for (int k = 0; k < CHUNKS; k++) {
+    const int r = row_of(k), c = chunk_of(k);
+    const uint4* src = reinterpret_cast<const uint4*>(X + min(first + r, M - 1) * N) + c;
+    copy_to_shared(tile + slot(r, c), src);
+  }
+  // the weights' chunks this lane normalises: one (CHUNKS <= 32), or CHUNKS / 32
+  constexpr int WC = CHUNKS > 32 ? CHUNKS / 32 : 1;
+  uint4 gw[WC], bw[WC];
+#pragma unroll
+  for (int k = 0; k < WC; k++) {
+    if (has_gamma) gw[k] = reinterpret_cast<const uint4*>(gamma)[chunk_of(k)];
+    if (has_beta) bw[k] = reinterpret_cast<const uint4*>(beta)[chunk_of(k)];
+  }
+  asm volatile("cp.async.wait_all;" ::: "memory");
+  __syncwarp();
+
+  // this lane's row: torch's four warp trees, then its two shared-memory rounds (warp 0 with 2,
+  // 1 with 3, then 0 with 1), then sigma2 / N
+  const unsigned char* row = reinterpret_cast<const unsigned char*>(tile + lane * CHUNKS);
+  const int swizzle = lane & 7;
+  const WelfordDataLN w0 = lane_tree<T, rms_norm, NV, 0, 1>(row, swizzle);
+  const WelfordDataLN w1 = lane_tree<T, rms_norm, NV, 32, 1>(row, swizzle);
+  const WelfordDataLN w2 = lane_tree<T, rms_norm, NV, 64, 1>(row, swizzle);
+  const WelfordDataLN w3 = lane_tree<T, rms_norm, NV, 96, 1>(row, swizzle);
+  const WelfordDataLN st = combine<rms_norm, true>(combine<rms_norm, true>(w0, w2), combine<rms_norm, true>(w1, w3));
+  const float row_mean = st.mean;
+  const float rstd_val = c10::cuda::compat::rsqrt(st.sigma2 / float(NV * vec_size) + eps);
+  if (first + lane < M) {
+    if constexpr (!rms_norm) {
+      mean[first + lane] = row_mean;
+    }
+    rstd[first + lane] = rstd_val;
+  }
+#pragma unroll
+  for (int k = 0; k < CHUNKS; k++) {
+    const int r = row_of(k), c = chunk_of(k);
+    const float m = WARP_SHFL(row_mean, r);
+    const float s = WARP_SHFL(rstd_val, r);
+    const uint4 v = tile[slot(r, c)];
+    const unsigned int* xw = reinterpret_cast<const unsigned int*>(&v);
+    const unsigned int* gwk = reinterpret_cast<const unsigned int*>(&gw[k % WC]);
+    const unsigned int* bwk = reinterpret_cast<const unsigned int*>(&bw[k % WC]);
+    chunk_t out;
+#pragma unroll
+    for (int e = 0; e < PER; e++) {
+      const int word = sizeof(T) == 4 ? e : e / 2, half = sizeof(T) == 4 ? 0 : e % 2;
+      out.val[e] = normalize<rms_norm, has_gamma, has_beta>(
+          word_element<T>(xw[word], half), m, s, has_gamma ? word_element<T>(gwk[word], half) : 0.f,
+          has_beta ? word_element<T>(bwk[word], half) : 0.f);
+    }
+    if (first + r < M) reinterpret_cast<chunk_t*>(Y + (first + r) * N)[c] = out;
+  }
+}
+// --8<-- [end:fast_layer_norm_lane_kernel]
 
 }  // namespace reimpl_fast
