@@ -43,6 +43,9 @@ def test_the_profile_is_of_the_kernels_the_plan_runs():
     assert lane["executed_instructions"] < before["executed_instructions"] / 2
     assert lane["dram_throughput_pct"] > 1.5 * before["dram_throughput_pct"]
     assert lane["duration_us"] < before["duration_us"]
+    assert lane["achieved_occupancy_pct"] < before["achieved_occupancy_pct"] and lane["registers"] > before["registers"]
+    assert "executes fewer than half the warp kernel's instructions, and the DRAM throughput rises by more than half" \
+        in _page()
 
 
 def test_the_rule_the_page_states():

@@ -44,6 +44,13 @@ def label(kernel: str, part: str = "") -> str:
     return kernel
 
 
+# what a column's knob means, for the columns a table shows
+KNOBS = (("stream", "U is the stream kernel's chunk (vectors a thread loads at once), \"stash for B\" its shared "
+                    "memory sized for B blocks per SM"),
+         ("group", "K is the group kernel's sets of rows a warp"),
+         ("lane", "W is the lane kernel's warps a block"))
+
+
 def record_of(part: str) -> dict | None:
     """The committed probe that holds `part`, or the main probe (None where it is missing)."""
     for path in LANE_PROBES:
@@ -69,11 +76,11 @@ def fast_probe(arg: str) -> str:
         return _MISSING
     if part not in d["parts"] or not kernels:
         raise ValueError(f"fast_probe: a part of {sorted(d['parts'])} and kernels, not {arg!r}")
-    lines = [caption(f"% of copy, forward, one column per variant: {d['parts'][part]['note']}. U is the stream "
-                     f"kernel's chunk (vectors a thread loads at once), \"stash for B\" its shared memory sized for B "
-                     f"blocks per SM, K the group kernel's sets of rows a warp, W the lane kernel's warps a block; the "
-                     f"row's best in bold; out, mean and "
-                     f"rstd of every variant equal torch's", d, d["methods"]["pipelined"]),
+    knobs = [text for prefix, text in KNOBS if any(k.startswith(prefix) for k in kernels)]
+    lines = [caption(f"% of copy, forward, one column per variant: {d['parts'][part]['note']}. "
+                     + "".join(f"{text}; " for text in knobs)
+                     + "the row's best in bold; out, mean and rstd of every variant equal torch's", d,
+                     d["methods"]["pipelined"]),
              "| dtype, op | M×N | " + " | ".join(label(k, part) for k in kernels) + " |",
              "|---|---|" + "--:|" * len(kernels)]
     for (dtype, op, M, N), c in cells(d, part).items():
@@ -104,16 +111,20 @@ def lane_ncu() -> str:
     if d is None:
         return MISSING.format(cmd="python scripts/gpu/forward_probe.py results/lane_probe.json lane", file="lane_probe.json")
     profiles = d["ncu"]
+    rows = (("duration", lambda n: f"{n['duration_us']:.1f} µs"),
+            ("instructions executed (warp)", lambda n: f"{n['executed_instructions'] / 1e6:.1f} M"),
+            ("DRAM throughput, % of peak", lambda n: f"{n['dram_throughput_pct']:.1f}%"),
+            ("compute (SM) throughput, % of peak", lambda n: f"{n['compute_throughput_pct']:.1f}%"),
+            ("achieved occupancy", lambda n: f"{n['achieved_occupancy_pct']:.1f}%"),
+            ("registers per thread", lambda n: f"{n['registers']:.0f}"),
+            ("warp cycles per issued instruction", lambda n: f"{n['warp_cycles_per_issued_instruction']:.1f}"))
+    heads = [n["kernel"].split("<")[0].replace("fast_layer_norm_", "").replace("_", " ") for n in profiles]
     lines = [caption(f"Nsight Compute on the kernel the rows took before the lane kernel and on the lane kernel, "
-                     f"{profiles[0]['shape']}", d, "; ".join(f"`{n['command']}`" for n in profiles)),
-             "| kernel | duration | instructions executed (warp) | DRAM throughput | compute (SM) throughput "
-             "| achieved occupancy | registers | warp cycles per issued instruction |",
-             "|---|--:|--:|--:|--:|--:|--:|--:|"]
-    for n in profiles:
-        lines.append(f"| `{n['kernel']}` | {n['duration_us']:.1f} µs | {n['executed_instructions'] / 1e6:.1f} M | "
-                     f"{n['dram_throughput_pct']:.1f}% | {n['compute_throughput_pct']:.1f}% | "
-                     f"{n['achieved_occupancy_pct']:.1f}% | {n['registers']:.0f} | "
-                     f"{n['warp_cycles_per_issued_instruction']:.1f} |")
+                     f"{profiles[0]['shape']}; the instances: "
+                     + ", ".join(f"`{n['kernel']}`" for n in profiles), d,
+                     "; ".join(f"`{n['command']}`" for n in profiles)),
+             "| | " + " | ".join(heads) + " |", "|---|" + "--:|" * len(profiles)]
+    lines += [f"| {name} | " + " | ".join(fmt(n) for n in profiles) + " |" for name, fmt in rows]
     return "\n".join(lines) + "\n"
 
 
@@ -141,6 +152,11 @@ def lane_gain_cells(method: str) -> dict:
     return out
 
 
+def _span(values: list) -> str:
+    low, high = f"{min(values):.0f}", f"{max(values):.0f}"
+    return f"{low}%" if low == high else f"{low}–{high}%"
+
+
 def lane_gain() -> str:
     d = load(LANE_PROBES[0])
     if d is None:
@@ -152,8 +168,7 @@ def lane_gain() -> str:
     for method in ("pipelined", "flushed"):
         for (width, op), pairs in sorted(lane_gain_cells(method).items()):
             b, lane = [p[0] for p in pairs], [p[1] for p in pairs]
-            lines.append(f"| {width} {op} | {method} | {len(pairs)} | {min(b):.0f}–{max(b):.0f}% | "
-                         f"{min(lane):.0f}–{max(lane):.0f}% |")
+            lines.append(f"| {width} {op} | {method} | {len(pairs)} | {_span(b)} | {_span(lane)} |")
     return "\n".join(lines) + "\n"
 
 
