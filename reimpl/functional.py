@@ -82,7 +82,10 @@ def rms_norm(input, normalized_shape, weight=None, eps: float | None = None, *, 
     check_kernels(kernels)
     normalized_shape = _as_shape(normalized_shape)
     eps = None if eps is None else float(eps)  # the binding's optional double; also the plan key's
-    if _is_grad_enabled() and not _is_compiling():  # the C++ replay serves differentiable fused calls
+    # the C++ replay serves calls that record a graph; asked only for those, since asking costs a
+    # call into it (a non-tensor argument has no requires_grad: the checks below raise torch's error)
+    if _is_grad_enabled() and (getattr(input, "requires_grad", False) or getattr(weight, "requires_grad", False)) \
+            and not _is_compiling():
         out = _autograd.native_call(_native.RMS_NORM, runtime_for(kernels), (input, weight), normalized_shape, eps)
         if out is not None:
             return out
