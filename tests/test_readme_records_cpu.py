@@ -102,6 +102,9 @@ def test_the_cpp_node_figures():
     assert f"every cell at most {max(ratio.values()):.2f}×" in text
     slower = sum(r["fast"] > r["torch"] for r in native["steps"])
     assert f"slower than torch's on {slower} of {len(native['steps'])} rows" in text
+    earlier = native["steps_earlier_run"]["steps"]
+    assert f"({sum(r['fast'] > r['torch'] for r in earlier)} of {len(earlier)} in an earlier run" in text
+    assert "1010 passed" in text and _record("gpu_tests_lane_kernel_forward.json")["pytest"].startswith("1010 passed")
     r = _record("training_step_native.json")["rows"][0]
     assert r["params_bit_identical"]
     assert (f"GPT-2's step is {r['fast_norms_ms'] / r['torch_norms_ms']:.3f}× torch's and batch-1 inference "

@@ -465,13 +465,21 @@ def native_steps(python: dict, native: dict) -> dict:
 
 
 def host_native_steps(python: dict | None, native: dict | None) -> str:
-    """The steps table's fast / torch before and after the C++ node."""
+    """The steps table's fast / torch before and after the C++ node; where the record keeps the steps
+    of an earlier run of the same code (`steps_earlier_run`), those too, so the spread between runs shows."""
     if python is None or native is None:
         return "*Not measured yet: see the table above.*\n"
+    earlier = native.get("steps_earlier_run")
+    runs = native_steps(python, native)
+    extra = native_steps(python, earlier) if earlier else {}
+    head = ["Python node", "C++ node"] + ([f"C++ node, earlier run ({earlier['date']})"] if earlier else [])
     out = [f"*Forward+backward steps through autograd on 32 to 192 MB, fast / torch per step, each within its own "
-           f"run ({_method(native, 'steps')}); a bold ratio is a step slower than torch's.*", "",
-           "| op | dtype | M×N | Python node | C++ node |", "|---|---|---|--:|--:|"]
-    for (op, dtype, M, N), ratios in native_steps(python, native).items():
-        cell = [f"**{r:.3f}**" if r > 1 else f"{r:.3f}" for r in ratios]  # 3 places: a step 0.2% slower shows
-        out.append(f"| {OPS[op]} | {dtype} | {M}×{N} | {cell[0]} | {cell[1]} |")
+           f"run ({_method(native, 'steps')}); a bold ratio is a step slower than torch's"
+           + (f". The earlier run: {earlier['what']}" if earlier else "") + ".*", "",
+           "| op | dtype | M×N | " + " | ".join(head) + " |", "|---|---|---|" + "--:|" * len(head)]
+    for key, ratios in runs.items():
+        op, dtype, M, N = key
+        values = [*ratios, *([extra[key][1]] if earlier else [])]
+        cell = [f"**{r:.3f}**" if r > 1 else f"{r:.3f}" for r in values]  # 3 places: a step 0.2% slower shows
+        out.append(f"| {OPS[op]} | {dtype} | {M}×{N} | " + " | ".join(cell) + " |")
     return "\n".join(out) + "\n"
