@@ -13,7 +13,7 @@ REFERENCE = Path(__file__).resolve().parents[1] / "reference"
 
 @pytest.fixture(scope="module")
 def program():
-    return compile_mod.build(SOURCE, "sm_90", use_cache=False)
+    return compile_mod.build(SOURCE, "sm_90")  # a cached build keeps its log (compile.build)
 
 
 def test_compiles_for_sm90_without_warnings(program):
@@ -58,3 +58,20 @@ def test_static_shared_memory_matches_profiler_records(program):
     assert all(v == (1024 if "<double" in n else 768) for n, v in rowwise.items()), rowwise
     others = {n: ss.get(m, 0) for n, m in by_name.items() if "RowwiseMomentsCUDAKernel<" not in n}
     assert set(others.values()) == {0}
+
+
+def test_a_cached_build_keeps_the_compilers_log(tmp_path, monkeypatch):
+    """The no-warning tests read a build's log from the cache where it is there: the cache keeps the
+    log of the compile it holds, and a change to any file of the tree compiles afresh."""
+    monkeypatch.setenv("REIMPL_CACHE_DIR", str(tmp_path / "cache"))
+    src_dir = tmp_path / "src"
+    src_dir.mkdir()
+    (src_dir / "k.cu").write_text('#warning "a line for the log"\nextern "C" __global__ void k(float* p) { p[0] = 1.f; }\n')
+    (src_dir / "h.cuh").write_text("// an include\n")
+    source = compile_mod.CudaSource(src_dir, "k.cu", lambda: [])
+    fresh = compile_mod.build(source, "sm_90")
+    assert "a line for the log" in fresh.log and not fresh.from_cache
+    again = compile_mod.build(source, "sm_90")
+    assert again.from_cache and again.log == fresh.log and again.cubin == fresh.cubin
+    (src_dir / "h.cuh").write_text("// another include\n")
+    assert not compile_mod.build(source, "sm_90").from_cache

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 
+from ..checks import fast_routes, grid
 from .ladder_tables import MISSING, RESULTS, caption, load
 
 PROBE = RESULTS / "fast_forward_probe.json"
@@ -128,27 +129,19 @@ def lane_ncu() -> str:
     return "\n".join(lines) + "\n"
 
 
-LARGE = 32 * 2 ** 20  # bytes a copy moves (x read, y written) in the grid's large cells
-_WIDTH = {"fp32": 4, "bf16": 2, "fp16": 2}
-
-
 def lane_gain_cells(method: str) -> dict:
     """(16-bit or fp32, op) -> [(before, lane)] % of copy, over the cells of at least 32 MB of both lane
     probes that the plan now gives the lane kernel (on the probes' 132 SMs), the plan's W."""
-    from ..fast import forward as F
-    from ..mirror import kernel_table as K
-    types = {"fp32": K.float_, "bf16": K.BFloat16, "fp16": K.Half}
     out: dict = {}
     for path in LANE_PROBES:
         d = load(path)
         for part in (d or {"parts": {}})["parts"]:
             for (dtype, op, M, N), c in cells(d, part, method).items():
-                T, rms = types[dtype], op == "rms_norm"
-                if 2 * M * N * _WIDTH[dtype] < LARGE or F.lane_vectors(T, N) is None \
-                        or not F.lane_rows(T, rms, M, N, 132):
+                width = 4 if dtype == "fp32" else 2
+                if not grid.large(M, N, width) or not fast_routes.takes_lanes(dtype, op, M, N, 132):
                     continue
-                key = ("16-bit" if _WIDTH[dtype] == 2 else "fp32", OPS[op])
-                out.setdefault(key, []).append((c["before"], c[f"lane_W{F.LANE_WARPS}"]))
+                key = ("16-bit" if width == 2 else "fp32", OPS[op])
+                out.setdefault(key, []).append((c["before"], c[f"lane_W{fast_routes.lane_warps()}"]))
     return out
 
 
