@@ -102,7 +102,7 @@ def test_the_sets_of_rows_sentence():
     short16 = lambda k: k[2] == "tall" and k[4] <= 128 and k[1] != "fp32"  # noqa: E731
     page = _page()
     assert f"16-bit RMSNorm rows of 64 and 128 elements now run at {_range(short16, 'rms_norm')} of copy" in page
-    assert f"16-bit rows of that length stay at {_range(short16, 'layer_norm')}." in page
+    assert f"16-bit rows of that length stay at {_range(short16, 'layer_norm')} in the group kernel." in page
 
 
 def test_the_stream_kernel_gain_and_its_one_loss():
