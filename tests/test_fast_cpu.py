@@ -68,7 +68,7 @@ def test_plan_lanes(T, N, lane):
     kernel, grid, _, shared = F.plan(T, False, True, True, M, N, 132)
     assert (kernel.template is F.LANE_TEMPLATE) == lane
     if lane:
-        assert grid == (-(-M // 64),) and shared == F.lane_shared(T, N)
+        assert grid == (-(-M // (32 * F.LANE_WARPS * F.LANE_SETS)),) and shared == F.lane_shared(T, N)
         assert F.plan(T, False, True, True, M, N, 132, aligned16=False)[0].template is not F.LANE_TEMPLATE
         few = F.LANE_ROWS_PER_SM[0] * 132
         assert F.plan(T, False, True, True, few - 1, N, 132)[0].template is not F.LANE_TEMPLATE  # too few rows
@@ -270,3 +270,21 @@ def test_ncu_results_cover_every_shape():
         assert len(shapes) == n and len(d["cases"]) == n * len(kernels), what
         assert {c["kernel"] for c in d["cases"]} == kernels
         assert "| reimpl.fast |" in L.ncu(what)
+
+
+def test_lane_kernel_with_two_sets_compiles():
+    """The lane kernel's SETS = 2 (the probe's knob; the plan takes SETS = 1) compiles without a
+    warning or a spill, for each element type, both ops and the largest rows the plan gives it."""
+    import tempfile
+    from reimpl.upstream.releases import cuobjdump
+    kernels = [F.LANE_TEMPLATE[(T, K.float_, rms, True, not rms, 4 * 32 // K.sizeof(T), 2, 2)]
+               for T in (K.float_, K.BFloat16, K.Half) for rms in (False, True)]
+    prog = compile_mod.build(F.SOURCE, "sm_90", kernels)  # a cached build keeps its log (compile.build)
+    assert prog.log == "", prog.log
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(prog.cubin)
+        f.flush()
+        usage = subprocess.run([str(cuobjdump()), "-res-usage", f.name], capture_output=True, text=True,
+                               check=True).stdout
+    found = re.findall(r"Function (\S+):\s+REG:(\d+) STACK:(\d+) SHARED:\d+ LOCAL:(\d+)", usage)
+    assert len(found) == len(kernels) and all(stack == "0" and local == "0" for _, _, stack, local in found)

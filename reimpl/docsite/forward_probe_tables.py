@@ -37,9 +37,9 @@ def label(kernel: str, part: str = "") -> str:
         return f"K {m[1]}"
     if kernel == "fast_plan":
         return "register kernel" if part == "route" else "plan then"
-    m = re.fullmatch(r"lane_W(\d+)", kernel)
+    m = re.fullmatch(r"lane_W(\d+)(?:_S(\d+))?", kernel)
     if m:
-        return f"lane, W {m[1]}"
+        return f"lane, W {m[1]}" + (f", S {m[2]}" if m[2] else "")
     if kernel == "before":
         return "before (group or warp kernel)"
     return kernel
@@ -49,7 +49,7 @@ def label(kernel: str, part: str = "") -> str:
 KNOBS = (("stream", "U is the stream kernel's chunk (vectors a thread loads at once), \"stash for B\" its shared "
                     "memory sized for B blocks per SM"),
          ("group", "K is the group kernel's sets of rows a warp"),
-         ("lane", "W is the lane kernel's warps a block"))
+         ("lane", "W is the lane kernel's warps a block (S: sets of 32 rows a warp, where not 1)"))
 
 
 def record_of(part: str) -> dict | None:

@@ -23,7 +23,8 @@ WARPS_PER_BLOCK = 4
 # the lane kernel's rows: this many 16-byte chunks. At 64 (16-bit N = 512, fp32 256) it measured slower
 # than the warp kernel (bf16 131072 x 512 LayerNorm: 61% of copy against 96%; results/lane_probe.json)
 LANE_CHUNKS = (8, 16, 32)
-LANE_WARPS = 2  # the lane kernel's warps per block (32 rows each)
+LANE_WARPS = 2  # the lane kernel's warps per block
+LANE_SETS = 1  # the lane kernel's sets of 32 rows a warp (2: the next set's copy in flight)
 LANE_ROWS_PER_SM = (128, 1024)  # rows per SM the lane kernel needs: all its rows; the longest, RMSNorm or fp32
 THREADS = 128  # torch's virtual threads per row, and the block of the per-row kernel
 
@@ -45,7 +46,8 @@ def _instantiations() -> list:
                 for RW, rows, full in _warp_shapes(T)]
         out += [GROUP_TEMPLATE[(T, K.float_, rms, g, b, G, WARPS_PER_BLOCK, full, GROUP_SETS)] for G in GROUP_LANES
                 for full in ((True,) if G == 1 else (False, True))]
-        out += [LANE_TEMPLATE[(T, K.float_, rms, g, b, 4 * c // K.sizeof(T), LANE_WARPS)] for c in LANE_CHUNKS]
+        out += [LANE_TEMPLATE[(T, K.float_, rms, g, b, 4 * c // K.sizeof(T), LANE_WARPS, LANE_SETS)]
+                for c in LANE_CHUNKS]
     return out
 
 
@@ -81,9 +83,9 @@ def lane_rows(T, rms: bool, M: int, N: int, sms: int) -> bool:
     return M >= (few if short else many) * sms
 
 
-def lane_shared(T, N: int, warps: int = LANE_WARPS) -> int:
-    """The lane kernel's dynamic shared memory: each warp's 32 rows."""
-    return warps * 32 * N * K.sizeof(T)
+def lane_shared(T, N: int, warps: int = LANE_WARPS, sets: int = LANE_SETS) -> int:
+    """The lane kernel's dynamic shared memory: each warp's sets of 32 rows."""
+    return warps * sets * 32 * N * K.sizeof(T)
 
 
 def group_lanes(N: int) -> int | None:
@@ -162,8 +164,8 @@ def plan(T, rms: bool, has_gamma: bool, has_beta: bool, M: int, N: int, sms: int
     grids of about one wave; `shared_per_sm` (its shared memory per SM) the stream kernel's stash."""
     NV = lane_vectors(T, N) if aligned16 and lane_rows(T, rms, M, N, sms) else None
     if NV is not None:
-        kernel = LANE_TEMPLATE[(T, K.float_, rms, has_gamma, has_beta, NV, LANE_WARPS)]
-        return kernel, (-(-M // (32 * LANE_WARPS)),), (32, LANE_WARPS), lane_shared(T, N)
+        kernel = LANE_TEMPLATE[(T, K.float_, rms, has_gamma, has_beta, NV, LANE_WARPS, LANE_SETS)]
+        return kernel, (-(-M // (32 * LANE_WARPS * LANE_SETS)),), (32, LANE_WARPS), lane_shared(T, N)
     G = group_lanes(N)
     if G is not None:
         rows = WARPS_PER_BLOCK * (32 // G) * GROUP_SETS

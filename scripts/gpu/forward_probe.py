@@ -3,7 +3,7 @@ lane kernel (rows of 8 to 64 chunks of 16 bytes) under their tuning knobs, besid
 kernel directly with the plan's grid and block; the knobs are the stream kernel's chunk U and the
 blocks per SM its shared-memory stash is sized for (which sets the stash S and caps the rows in
 flight; `0` is no stash), the group kernel's sets of rows K, and the lane kernel's warps per
-block W beside the kernel those rows took before it (`before`: the plan for a pointer that is not
+block W and sets of 32 rows a warp S beside the kernel those rows took before it (`before`: the plan for a pointer that is not
 16-byte aligned, the group or warp kernel). Before it is timed, each variant's
 out, mean and rstd are compared with torch's, bit for bit (NaN by position). Times are medians of
 CUDA-event times (reimpl.checks.bench.gpu_time), both methods.
@@ -34,6 +34,7 @@ from reimpl.mirror import kernel_table as K  # noqa: E402
 CHUNKS = (4, 8, 16)
 SETS = (1, 2, 4, 8)
 LANE_WARPS = (1, 2, 4)
+LANE_SETS = (1, 2)
 STASH_BLOCKS = (0, 1, 2, 4)
 DTYPES = {"fp32": (torch.float32, K.float_), "bf16": (torch.bfloat16, K.BFloat16), "fp16": (torch.float16, K.Half)}
 CELLS = {
@@ -74,8 +75,9 @@ def _extra():
             for full in ((True,) if G == 1 else (False, True)):
                 out += [F.GROUP_TEMPLATE[(T, K.float_, rms, g, b, G, F.WARPS_PER_BLOCK, full, k)]
                         for k in SETS if k != F.GROUP_SETS]
-        out += [F.LANE_TEMPLATE[(T, K.float_, rms, g, b, 4 * c // K.sizeof(T), w)]
-                for c in (*F.LANE_CHUNKS, 64) for w in LANE_WARPS if w != F.LANE_WARPS or c == 64]
+        out += [F.LANE_TEMPLATE[(T, K.float_, rms, g, b, 4 * c // K.sizeof(T), w, sets)]
+                for c in (*F.LANE_CHUNKS, 64) for w in LANE_WARPS for sets in LANE_SETS
+                if (w, sets) != (F.LANE_WARPS, F.LANE_SETS) or c == 64]
     return out
 
 
@@ -109,8 +111,10 @@ def variants(kind: str, T, rms: bool, M: int, N: int) -> dict:
         out["before"] = (kernel, grid, block, shared, {"template": kernel.template.name})
         NV = N // 4  # rows of 64 chunks too, which the plan leaves to the warp kernel
         for w in LANE_WARPS:
-            out[f"lane_W{w}"] = (F.LANE_TEMPLATE[(T, K.float_, rms, g, b, NV, w)], (-(-M // (32 * w)),), (32, w),
-                                 F.lane_shared(T, N, w), {"W": w})
+            for sets in LANE_SETS:
+                name = f"lane_W{w}" + (f"_S{sets}" if sets > 1 else "")
+                out[name] = (F.LANE_TEMPLATE[(T, K.float_, rms, g, b, NV, w, sets)], (-(-M // (32 * w * sets)),),
+                             (32, w), F.lane_shared(T, N, w, sets), {"W": w, "S": sets})
     return out
 
 

@@ -706,10 +706,13 @@ __device__ __forceinline__ WelfordDataLN lane_tree(const unsigned char* row, con
 // on one row's 31 merges; here the 31 merges are the only work. Chunk c of row r sits at chunk
 // (c ^ (r & 7)) of its 128-byte line: the lanes reading one vector of 32 rows then spread over all 32
 // banks, 4 ways each for 16-bit vectors (8 bytes), without that they would all hit the same ones.
+// SETS: sets of 32 rows a warp takes, all copies issued first (one cp.async group a set), each set
+// finished as soon as its group has landed, so that one set's statistics and stores overlap the
+// next set's copy. Which lane computes a row, and when, rounds nothing.
 // Each warp is on its own (no barrier); one that runs past M loads row M - 1 for the rows it lacks
 // and stores nothing for them. X, gamma, beta and Y are 16-byte aligned (the plan checks).
 template <typename T, typename T_ACC, bool rms_norm, bool has_gamma, bool has_beta, unsigned int NV,
-          unsigned int WARPS>
+          unsigned int WARPS, unsigned int SETS>
 __global__ void __launch_bounds__(32 * WARPS) fast_layer_norm_lane_kernel(
     const int N, T_ACC eps, const T* __restrict__ X, const T* __restrict__ gamma, const T* __restrict__ beta,
     T_ACC* mean, T_ACC* rstd, T* Y, const int64_t M) {
@@ -718,22 +721,27 @@ __global__ void __launch_bounds__(32 * WARPS) fast_layer_norm_lane_kernel(
   constexpr int PER = 16 / sizeof(T);     // elements per chunk
   static_assert(CHUNKS == 8 || CHUNKS == 16 || CHUNKS == 32 || CHUNKS == 64, "whole 128-byte lines, a power of two");
   static_assert(NV <= 128, "at most one vector per torch thread");
+  static_assert(SETS == 1 || SETS == 2, "one or two sets of 32 rows a warp");
   using chunk_t = aligned_vector<T, PER>;
   extern __shared__ __align__(16) unsigned char dynamic_shared[];
   const int lane = threadIdx.x;
-  const int64_t first = (blockIdx.x * (int64_t)WARPS + threadIdx.y) * 32;
+  const int64_t first = (blockIdx.x * (int64_t)WARPS + threadIdx.y) * 32 * SETS;
   if (first >= M) return;  // whole warps leave; nothing below waits on another warp
-  uint4* tile = reinterpret_cast<uint4*>(dynamic_shared) + threadIdx.y * 32 * CHUNKS;
+  uint4* tiles = reinterpret_cast<uint4*>(dynamic_shared) + threadIdx.y * SETS * 32 * CHUNKS;
   const auto slot = [](const int r, const int c) { return r * CHUNKS + (c ^ (r & 7)); };
   // chunk q = lane + 32 k of the warp's rows: row q / CHUNKS, chunk q % CHUNKS (spelled so that
   // the compiler sees the row, or the chunk, as a constant of k)
   const auto row_of = [&](const int k) { return CHUNKS >= 32 ? k / (CHUNKS / 32) : k * (32 / CHUNKS) + lane / CHUNKS; };
   const auto chunk_of = [&](const int k) { return CHUNKS >= 32 ? lane + 32 * (k % (CHUNKS / 32)) : lane % CHUNKS; };
 #pragma unroll
-  for (int k = 0; k < CHUNKS; k++) {
-    const int r = row_of(k), c = chunk_of(k);
-    const uint4* src = reinterpret_cast<const uint4*>(X + min(first + r, M - 1) * N) + c;
-    copy_to_shared(tile + slot(r, c), src);
+  for (int s = 0; s < (int)SETS; s++) {
+#pragma unroll
+    for (int k = 0; k < CHUNKS; k++) {
+      const int r = row_of(k), c = chunk_of(k);
+      const uint4* src = reinterpret_cast<const uint4*>(X + min(first + 32 * s + r, M - 1) * N) + c;
+      copy_to_shared(tiles + s * 32 * CHUNKS + slot(r, c), src);
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
   }
   // the weights' chunks this lane normalises: one (CHUNKS <= 32), or CHUNKS / 32
   constexpr int WC = CHUNKS > 32 ? CHUNKS / 32 : 1;
@@ -743,44 +751,55 @@ __global__ void __launch_bounds__(32 * WARPS) fast_layer_norm_lane_kernel(
     if (has_gamma) gw[k] = reinterpret_cast<const uint4*>(gamma)[chunk_of(k)];
     if (has_beta) bw[k] = reinterpret_cast<const uint4*>(beta)[chunk_of(k)];
   }
-  asm volatile("cp.async.wait_all;" ::: "memory");
-  __syncwarp();
+#pragma unroll
+  for (int s = 0; s < (int)SETS; s++) {
+    const int64_t base = first + 32 * s;
+    if (base >= M) break;  // the whole warp: its last set lies past M
+    // set s has landed once at most SETS - 1 - s groups are still in flight
+    if (s + 1 < (int)SETS) {
+      asm volatile("cp.async.wait_group 1;" ::: "memory");
+    } else {
+      asm volatile("cp.async.wait_group 0;" ::: "memory");
+    }
+    __syncwarp();
+    const uint4* tile = tiles + s * 32 * CHUNKS;
 
-  // this lane's row: torch's four warp trees, then its two shared-memory rounds (warp 0 with 2,
-  // 1 with 3, then 0 with 1), then sigma2 / N
-  const unsigned char* row = reinterpret_cast<const unsigned char*>(tile + lane * CHUNKS);
-  const int swizzle = lane & 7;
-  const WelfordDataLN w0 = lane_tree<T, rms_norm, NV, 0, 1>(row, swizzle);
-  const WelfordDataLN w1 = lane_tree<T, rms_norm, NV, 32, 1>(row, swizzle);
-  const WelfordDataLN w2 = lane_tree<T, rms_norm, NV, 64, 1>(row, swizzle);
-  const WelfordDataLN w3 = lane_tree<T, rms_norm, NV, 96, 1>(row, swizzle);
-  const WelfordDataLN st = combine<rms_norm, true>(combine<rms_norm, true>(w0, w2), combine<rms_norm, true>(w1, w3));
-  const float row_mean = st.mean;
-  const float rstd_val = c10::cuda::compat::rsqrt(st.sigma2 / float(NV * vec_size) + eps);
-  if (first + lane < M) {
-    if constexpr (!rms_norm) {
-      mean[first + lane] = row_mean;
+    // this lane's row: torch's four warp trees, then its two shared-memory rounds (warp 0 with 2,
+    // 1 with 3, then 0 with 1), then sigma2 / N
+    const unsigned char* row = reinterpret_cast<const unsigned char*>(tile + lane * CHUNKS);
+    const int swizzle = lane & 7;
+    const WelfordDataLN w0 = lane_tree<T, rms_norm, NV, 0, 1>(row, swizzle);
+    const WelfordDataLN w1 = lane_tree<T, rms_norm, NV, 32, 1>(row, swizzle);
+    const WelfordDataLN w2 = lane_tree<T, rms_norm, NV, 64, 1>(row, swizzle);
+    const WelfordDataLN w3 = lane_tree<T, rms_norm, NV, 96, 1>(row, swizzle);
+    const WelfordDataLN st = combine<rms_norm, true>(combine<rms_norm, true>(w0, w2), combine<rms_norm, true>(w1, w3));
+    const float row_mean = st.mean;
+    const float rstd_val = c10::cuda::compat::rsqrt(st.sigma2 / float(NV * vec_size) + eps);
+    if (base + lane < M) {
+      if constexpr (!rms_norm) {
+        mean[base + lane] = row_mean;
+      }
+      rstd[base + lane] = rstd_val;
     }
-    rstd[first + lane] = rstd_val;
-  }
 #pragma unroll
-  for (int k = 0; k < CHUNKS; k++) {
-    const int r = row_of(k), c = chunk_of(k);
-    const float m = WARP_SHFL(row_mean, r);
-    const float s = WARP_SHFL(rstd_val, r);
-    const uint4 v = tile[slot(r, c)];
-    const unsigned int* xw = reinterpret_cast<const unsigned int*>(&v);
-    const unsigned int* gwk = reinterpret_cast<const unsigned int*>(&gw[k % WC]);
-    const unsigned int* bwk = reinterpret_cast<const unsigned int*>(&bw[k % WC]);
-    chunk_t out;
+    for (int k = 0; k < CHUNKS; k++) {
+      const int r = row_of(k), c = chunk_of(k);
+      const float m = WARP_SHFL(row_mean, r);
+      const float sd = WARP_SHFL(rstd_val, r);
+      const uint4 v = tile[slot(r, c)];
+      const unsigned int* xw = reinterpret_cast<const unsigned int*>(&v);
+      const unsigned int* gwk = reinterpret_cast<const unsigned int*>(&gw[k % WC]);
+      const unsigned int* bwk = reinterpret_cast<const unsigned int*>(&bw[k % WC]);
+      chunk_t out;
 #pragma unroll
-    for (int e = 0; e < PER; e++) {
-      const int word = sizeof(T) == 4 ? e : e / 2, half = sizeof(T) == 4 ? 0 : e % 2;
-      out.val[e] = normalize<rms_norm, has_gamma, has_beta>(
-          word_element<T>(xw[word], half), m, s, has_gamma ? word_element<T>(gwk[word], half) : 0.f,
-          has_beta ? word_element<T>(bwk[word], half) : 0.f);
+      for (int e = 0; e < PER; e++) {
+        const int word = sizeof(T) == 4 ? e : e / 2, half = sizeof(T) == 4 ? 0 : e % 2;
+        out.val[e] = normalize<rms_norm, has_gamma, has_beta>(
+            word_element<T>(xw[word], half), m, sd, has_gamma ? word_element<T>(gwk[word], half) : 0.f,
+            has_beta ? word_element<T>(bwk[word], half) : 0.f);
+      }
+      if (base + r < M) reinterpret_cast<chunk_t*>(Y + (base + r) * N)[c] = out;
     }
-    if (first + r < M) reinterpret_cast<chunk_t*>(Y + (first + r) * N)[c] = out;
   }
 }
 // --8<-- [end:fast_layer_norm_lane_kernel]
