@@ -35,7 +35,8 @@ def _torch_step(op, x, w, b, g):
 @pytest.mark.parametrize("kernels", ["mirror", "fast"])
 @pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
 @pytest.mark.parametrize("M,N,dtype", [(256, 1024, torch.bfloat16), (64, 4096, torch.float32),
-                                       (300, 768, torch.float16)])
+                                       (300, 768, torch.float16),
+                                       (17000, 256, torch.bfloat16), (17000, 64, torch.float16)])  # lane kernel
 def test_a_captured_training_step_replays_torchs_bits(kernels, op, M, N, dtype):
     torch.manual_seed(M + N)
     x = torch.randn(M, N, device="cuda", dtype=dtype, requires_grad=True)
