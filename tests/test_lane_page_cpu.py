@@ -39,13 +39,14 @@ def test_the_profile_is_of_the_kernels_the_plan_runs():
     assert lane["kernel"].startswith(kernel.template.name + "<BFloat16, float, 0, 1, 1, 64, 2>")
     assert before["kernel"].startswith(old.template.name) and old.template is F.WARP_TEMPLATE
     assert lane["command"].endswith("bf16 262144 256") and before["command"].endswith("bf16 262144 256 before")
-    # the page's reading of the profile: fewer instructions, more DRAM throughput, shorter
-    assert lane["executed_instructions"] < before["executed_instructions"] / 2
-    assert lane["dram_throughput_pct"] > 1.5 * before["dram_throughput_pct"]
+    # the page's reading of the profile: about a third of the instructions, about twice the DRAM
+    # throughput, although fewer warps are resident
+    assert 0.28 < lane["executed_instructions"] / before["executed_instructions"] < 0.38
+    assert 1.8 < lane["dram_throughput_pct"] / before["dram_throughput_pct"] < 2.2
     assert lane["duration_us"] < before["duration_us"]
     assert lane["achieved_occupancy_pct"] < before["achieved_occupancy_pct"] and lane["registers"] > before["registers"]
-    assert "executes fewer than half the warp kernel's instructions, and the DRAM throughput rises by more than half" \
-        in _page()
+    assert ("executes about a third of the warp kernel's instructions, and the DRAM throughput about doubles, "
+            "although fewer warps are resident") in _page()
 
 
 def test_the_rule_the_page_states():
@@ -58,6 +59,13 @@ def test_the_rule_the_page_states():
         assert F.lane_vectors(T, N) == N // 4
     for T, N in ((K.BFloat16, 512), (K.float_, 256), (K.BFloat16, 32)):
         assert F.lane_vectors(T, N) is None
+
+
+def test_w1_and_w2_are_within_two_points():
+    for method in ("pipelined", "flushed"):
+        for c in P.cells(_probe("lane_probe.json"), "lane", method).values():
+            assert abs(c["lane_W1"] - c["lane_W2"]) <= 2
+    assert "W = 1 and W = 2 are within two points of each other on every row" in _page()
 
 
 def test_where_it_loses_as_the_page_says():

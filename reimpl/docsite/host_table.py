@@ -473,9 +473,9 @@ def host_native_steps(python: dict | None, native: dict | None) -> str:
     runs = native_steps(python, native)
     extra = native_steps(python, earlier) if earlier else {}
     head = ["Python node", "C++ node"] + ([f"C++ node, earlier run ({earlier['date']})"] if earlier else [])
-    out = [f"*Forward+backward steps through autograd on 32 to 192 MB, fast / torch per step, each within its own "
+    out = [f"*Forward+backward steps through autograd on 32 to 192 MiB, fast / torch per step, each within its own "
            f"run ({_method(native, 'steps')}); a bold ratio is a step slower than torch's"
-           + (f". The earlier run: {earlier['what']}" if earlier else "") + ".*", "",
+           + (f". Last column, {earlier['what']}" if earlier else "") + ".*", "",
            "| op | dtype | M×N | " + " | ".join(head) + " |", "|---|---|---|" + "--:|" * len(head)]
     for key, ratios in runs.items():
         op, dtype, M, N = key

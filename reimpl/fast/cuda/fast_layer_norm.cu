@@ -703,7 +703,7 @@ __device__ __forceinline__ WelfordDataLN lane_tree(const unsigned char* row, con
 // (16-byte chunks, coalesced), then each lane computes one row's statistics on its own (lane_tree),
 // then the warp normalises the rows chunk by chunk, coalesced again, each lane taking a chunk's
 // mean and rstd from the lane that computed them. A shuffle tree spends 5 rounds of the whole warp
-// on one row's 31 merges; here the 31 merges are the only work. Chunk c of row r sits at chunk
+// on one row's 31 merges; here each of the row's merges runs once, on one lane. Chunk c of row r sits at chunk
 // (c ^ (r & 7)) of its 128-byte line: the lanes reading one vector of 32 rows then spread over all 32
 // banks, 4 ways each for 16-bit vectors (8 bytes), without that they would all hit the same ones.
 // SETS: sets of 32 rows a warp takes, all copies issued first (one cp.async group a set), each set
@@ -751,7 +751,7 @@ __global__ void __launch_bounds__(32 * WARPS) fast_layer_norm_lane_kernel(
     if (has_gamma) gw[k] = reinterpret_cast<const uint4*>(gamma)[chunk_of(k)];
     if (has_beta) bw[k] = reinterpret_cast<const uint4*>(beta)[chunk_of(k)];
   }
-#pragma unroll
+#pragma unroll 1  // one set's statistics at a time: unrolled, two sets' would share the registers
   for (int s = 0; s < (int)SETS; s++) {
     const int64_t base = first + 32 * s;
     if (base >= M) break;  // the whole warp: its last set lies past M
@@ -774,7 +774,10 @@ __global__ void __launch_bounds__(32 * WARPS) fast_layer_norm_lane_kernel(
     const WelfordDataLN w3 = lane_tree<T, rms_norm, NV, 96, 1>(row, swizzle);
     const WelfordDataLN st = combine<rms_norm, true>(combine<rms_norm, true>(w0, w2), combine<rms_norm, true>(w1, w3));
     const float row_mean = st.mean;
-    const float rstd_val = c10::cuda::compat::rsqrt(st.sigma2 / float(NV * vec_size) + eps);
+    // torch divides, stores the quotient and adds eps apart: __fadd_rn keeps the compiler from
+    // fusing a multiply by 1 / N (exact for these N) with the add, which rounds once where torch
+    // rounds twice when the quotient is subnormal
+    const float rstd_val = c10::cuda::compat::rsqrt(__fadd_rn(st.sigma2 / float(NV * vec_size), eps));
     if (base + lane < M) {
       if constexpr (!rms_norm) {
         mean[base + lane] = row_mean;
