@@ -170,6 +170,20 @@ def test_lane_kernel_at_every_row_count(fresh_plans, monkeypatch):
     assert fast_cases == len(cs) and fresh_plans.launch_counts[1] > before
 
 
+def test_lane_kernel_keeps_torchs_two_roundings_for_a_tiny_eps(fresh_plans, monkeypatch):
+    """Torch rounds sigma2 / N and then sigma2 / N + eps; one FFMA of the two would differ where the
+    quotient is subnormal and eps is below about 2^-124. Rows of tiny values, eps down to subnormal."""
+    from reimpl.fast import forward
+    monkeypatch.setattr(forward, "LANE_ROWS_PER_SM", (0, 0))
+    cs = [Case(op, dtype, (97, n), weight=True, bias=op == "layer_norm", values=values, eps=eps, seed=i)
+          for i, (op, dtype, n, values, eps) in enumerate(
+              (op, dtype, n, values, eps) for op in ("layer_norm", "rms_norm") for dtype in ("fp32", "bf16")
+              for n in (64, 128) for values in ("subnormal", "small", "zeros") for eps in (1e-38, 2e-38, 1e-44))]
+    bad, fast_cases = _run("lanes_tiny_eps", cs)
+    assert not bad, bad[:10]
+    assert fast_cases == len(cs)
+
+
 @pytest.mark.parametrize("blocks", [1, 2, 3, 7, 10 ** 6])
 def test_stream_kernel_gives_torchs_bits_whatever_it_keeps_in_shared_memory(blocks, fresh_plans, monkeypatch):
     """The stream kernel reads its stash size S from the launch; every S gives torch's bits. Sizing
