@@ -120,10 +120,15 @@ def lane_ncu() -> str:
             ("registers per thread", lambda n: f"{n['registers']:.0f}"),
             ("warp cycles per issued instruction", lambda n: f"{n['warp_cycles_per_issued_instruction']:.1f}"))
     heads = [n["kernel"].split("<")[0].replace("fast_layer_norm_", "").replace("_", " ") for n in profiles]
+    commands = [n["command"] for n in profiles]
+    shared = commands[-1]  # the lane kernel's; the others differ by a word appended
+    method = f"`{shared}`" + "".join(f", and with `{c[len(shared):].strip()}` appended for the {h}"
+                                     for c, h in zip(commands[:-1], heads) if c.startswith(shared) and c != shared)
+    if not all(c.startswith(shared) for c in commands):
+        method = "; ".join(f"`{c}`" for c in commands)
     lines = [caption(f"Nsight Compute on the kernel the rows took before the lane kernel and on the lane kernel, "
                      f"{profiles[0]['shape']}; the instances: "
-                     + ", ".join(f"`{n['kernel']}`" for n in profiles), d,
-                     "; ".join(f"`{n['command']}`" for n in profiles)),
+                     + ", ".join(f"`{n['kernel']}`" for n in profiles), d, method),
              "| | " + " | ".join(heads) + " |", "|---|" + "--:|" * len(profiles)]
     lines += [f"| {name} | " + " | ".join(fmt(n) for n in profiles) + " |" for name, fmt in rows]
     return "\n".join(lines) + "\n"
