@@ -158,18 +158,12 @@ def test_chains_leave_the_launches_they_are_not_built_for(monkeypatch):
     assert backward.gamma_beta_launches(gk, gl.grid, gargs, SMS, lambda n: 0) is not None
 
 
-def test_chains_kernels_use_no_stack_and_fit_their_launch(tmp_path):
+def test_chains_kernels_use_no_stack_and_fit_their_launch():
     """Each chains kernel: no spills (STACK 0), and its static ring within the 48 KB a launch gets
     without asking for more."""
-    import re
-    import subprocess
-    from reimpl.upstream.releases import cuobjdump
+    from reimpl.upstream.releases import resource_usage
     prog = compile_mod.build(backward.SOURCE, "sm_90")
-    cubin = tmp_path / "k.cubin"
-    cubin.write_bytes(prog.cubin)
-    usage = subprocess.run([str(cuobjdump()), "-res-usage", str(cubin)], capture_output=True, text=True,
-                           check=True).stdout
-    found = re.findall(r"Function (\S*chains_kernel\S*):\s+REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", usage)
+    found = [f for f in resource_usage(prog.cubin) if "chains_kernel" in f[0]]
     assert len(found) == 3 * 2 * len(backward.CHAIN_STAGES) * len(backward.CHAIN_PIECES)
     for name, _, stack, shared, local in found:
         assert stack == "0" and local == "0" and int(shared) <= 48 * 1024, name

@@ -3,8 +3,6 @@ mirror's sources they reuse), without spilling registers; and their launch plan:
 several rows a warp, up to N = 128, one warp per row up to N = 2048, then one (32, 4) block per row,
 holding its share in registers or streaming it through shared memory (`streams`)."""
 import itertools
-import re
-import subprocess
 
 import pytest
 
@@ -172,15 +170,9 @@ def test_every_thread_fills_more_than_half_its_slots():
 def test_registers_without_spills():
     """Every instantiation fits its registers without a stack frame; the row-holding kernels stay
     within what their __launch_bounds__ minimum-blocks figure allows (16-bit R = 32: 5 blocks/SM)."""
-    import tempfile
-    from reimpl.upstream.releases import cuobjdump
-    tool = str(cuobjdump())
+    from reimpl.upstream.releases import resource_usage
     prog = compile_mod.build(F.SOURCE, "sm_90")
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(prog.cubin)
-        f.flush()
-        usage = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True, check=True).stdout
-    found = re.findall(r"Function (\S+):\s+REG:(\d+) STACK:(\d+) SHARED:\d+ LOCAL:(\d+)", usage)
+    found = [(name, reg, stack, local) for name, reg, stack, _, local in resource_usage(prog.cubin)]
     assert len(found) == len(set(F._instantiations())) == 15 * (1 + 2 + 11 + 3) + 6 + 5 * 5 + 10 * 6
     for name, reg, stack, local in found:
         assert stack == "0" and local == "0", (name, reg, stack)
@@ -275,16 +267,10 @@ def test_ncu_results_cover_every_shape():
 def test_lane_kernel_with_two_sets_compiles():
     """The lane kernel's SETS = 2 (the probe's knob; the plan takes SETS = 1) compiles without a
     warning or a spill, for each element type, both ops and the largest rows the plan gives it."""
-    import tempfile
-    from reimpl.upstream.releases import cuobjdump
+    from reimpl.upstream.releases import resource_usage
     kernels = [F.LANE_TEMPLATE[(T, K.float_, rms, True, not rms, 4 * 32 // K.sizeof(T), 2, 2)]
                for T in (K.float_, K.BFloat16, K.Half) for rms in (False, True)]
     prog = compile_mod.build(F.SOURCE, "sm_90", kernels)  # a cached build keeps its log (compile.build)
     assert prog.log == "", prog.log
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(prog.cubin)
-        f.flush()
-        usage = subprocess.run([str(cuobjdump()), "-res-usage", f.name], capture_output=True, text=True,
-                               check=True).stdout
-    found = re.findall(r"Function (\S+):\s+REG:(\d+) STACK:(\d+) SHARED:\d+ LOCAL:(\d+)", usage)
-    assert len(found) == len(kernels) and all(stack == "0" and local == "0" for _, _, stack, local in found)
+    found = resource_usage(prog.cubin)
+    assert len(found) == len(kernels) and all(stack == "0" and local == "0" for _, _, stack, _, local in found)

@@ -3,8 +3,6 @@ torch's numerics and no warnings, with at most a few spilled words; and their la
 per row below N = 512, then one 128-thread block per row holding the row in registers (and from
 N = 8196 partly in shared memory) up to N = 16384, streaming beyond."""
 import itertools
-import re
-import subprocess
 
 import pytest
 
@@ -75,15 +73,9 @@ def test_registers_spill_at_most_a_few_words():
     """The row-holding kernels stay within their __launch_bounds__ register figure. Six instances
     keep a small stack frame (fp32 R = 16 and the split with a weight, bf16's split with a weight),
     at most 80 bytes a thread; they measured 88-101% of copy (results/fast_grad_bench.json)."""
-    import tempfile
-    from reimpl.upstream.releases import cuobjdump
+    from reimpl.upstream.releases import resource_usage
     prog = compile_mod.build(G.SOURCE, "sm_90")
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(prog.cubin)
-        f.flush()
-        usage = subprocess.run([str(cuobjdump()), "-res-usage", f.name], capture_output=True, text=True,
-                               check=True).stdout
-    found = re.findall(r"Function (\S+):\s+REG:(\d+) STACK:(\d+) SHARED:\d+ LOCAL:(\d+)", usage)
+    found = [(name, reg, stack, local) for name, reg, stack, _, local in resource_usage(prog.cubin)]
     assert len(found) == COMBOS * SHAPES
     stacked = [n for n, _, stack, _ in found if stack != "0"]
     assert all(int(stack) <= 80 and local == "0" for _, _, stack, local in found), found

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from ..checks import fast_routes, grid
-from .ladder_tables import MISSING, RESULTS, caption, load
+from .ladder_tables import ITEMSIZE, MISSING, RESULTS, caption, load
 
 PROBE = RESULTS / "fast_forward_probe.json"
 LANE_PROBES = (RESULTS / "lane_probe.json", RESULTS / "lane_rows_probe.json")
@@ -142,7 +142,7 @@ def lane_gain_cells(method: str) -> dict:
         d = load(path)
         for part in (d or {"parts": {}})["parts"]:
             for (dtype, op, M, N), c in cells(d, part, method).items():
-                width = 4 if dtype == "fp32" else 2
+                width = ITEMSIZE[dtype]
                 if not grid.large(M, N, width) or not fast_routes.takes_lanes(dtype, op, M, N, 132):
                     continue
                 key = ("16-bit" if width == 2 else "fp32", OPS[op])

@@ -70,6 +70,17 @@ def cuobjdump(cache: Path = CACHE) -> Path:
     return exe
 
 
+def resource_usage(cubin: bytes) -> list[tuple[str, str, str, str, str]]:
+    """(function, registers, stack, shared, local) a thread, as text, for every function of a cubin,
+    as `cuobjdump -res-usage` prints them."""
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        usage = subprocess.run([str(cuobjdump()), "-res-usage", f.name], capture_output=True, text=True,
+                               check=True).stdout
+    return re.findall(r"Function (\S+):\s+REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", usage)
+
+
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
